@@ -1,0 +1,150 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Guard runs work at most once per (scope, key) and replays its result. It is
+// safe for concurrent use; create one per store and share it.
+type Guard struct {
+	store Store
+	cfg   Config
+}
+
+// New returns a Guard over store. A nil cfg means defaults.
+func New(store Store, cfg *Config) (*Guard, error) {
+	if store == nil {
+		return nil, errors.New("idem: New: store is nil")
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Guard{store: store, cfg: c}, nil
+}
+
+// Store returns the store the guard drives.
+func (g *Guard) Store() Store { return g.store }
+
+// Request names one idempotent call.
+type Request struct {
+	// Scope is the principal or tenant the key belongs to (plus anything
+	// else the operator configures). The same key in two scopes names two
+	// independent calls, and one scope never receives another's result.
+	Scope string
+
+	// Key is the client's idempotency key; see ValidateKey.
+	Key string
+
+	// Fingerprint identifies the request's content (see NewFingerprint).
+	// A retry whose fingerprint differs from the recorded one fails with
+	// ErrMismatch.
+	Fingerprint string
+
+	// TTL overrides Config.TTL for this call when positive.
+	TTL time.Duration
+}
+
+// Work is the unit of work Guard.Do runs. ctx carries the store's
+// transaction (see TxFrom and the store's typed accessor); the work must
+// write its effect through that transaction so that the effect and the
+// recorded result commit together. Returning an error rolls everything back
+// and records nothing; so does a panic, which Guard.Do re-raises.
+type Work func(ctx context.Context) (Result, error)
+
+// Do runs work once for req and records its result in the same transaction
+// as the work's effect. It returns the result and whether it was replayed
+// from an earlier execution. See the package documentation for the list of
+// outcomes.
+func (g *Guard) Do(ctx context.Context, req Request, work Work) (res Result, replayed bool, err error) {
+	if err := ValidateKey(req.Key); err != nil {
+		return Result{}, false, err
+	}
+	if req.TTL < 0 {
+		return Result{}, false, fmt.Errorf("idem: Request.TTL must not be negative, got %s", req.TTL)
+	}
+	now := g.cfg.Now()
+	rec, tx, err := g.store.Begin(ctx, &BeginParams{Scope: req.Scope, Key: req.Key, Now: now})
+	if err != nil {
+		return Result{}, false, g.beginError(err)
+	}
+	if rec != nil {
+		return g.replay(rec, req)
+	}
+
+	done := false
+	defer func() {
+		if !done {
+			// A panic in the work: roll back, then let it go on.
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	res, err = work(WithTx(ctx, tx))
+	if err != nil {
+		done = true
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return Result{}, false, err
+	}
+	ttl := g.cfg.TTL
+	if req.TTL > 0 {
+		ttl = req.TTL
+	}
+	now = g.cfg.Now()
+	rec = &Record{
+		Scope:       req.Scope,
+		Key:         req.Key,
+		Fingerprint: req.Fingerprint,
+		State:       StateCompleted,
+		Result:      res,
+		CreatedAt:   now,
+		ExpiresAt:   now.Add(ttl),
+	}
+	err = tx.Commit(ctx, &CommitParams{Record: rec, Now: now})
+	done = true
+	if err == nil {
+		return res, false, nil
+	}
+	_ = tx.Rollback(context.WithoutCancel(ctx))
+	if errors.Is(err, ErrConflict) {
+		return g.resolveConflict(ctx, req)
+	}
+	return Result{}, false, unavailable("commit", err)
+}
+
+// resolveConflict answers a call whose insert lost to a record committed by
+// another transaction: the work's effect was rolled back, and the call is
+// answered from that record.
+func (g *Guard) resolveConflict(ctx context.Context, req Request) (Result, bool, error) {
+	rec, tx, err := g.store.Begin(ctx, &BeginParams{Scope: req.Scope, Key: req.Key, Now: g.cfg.Now()})
+	if err != nil {
+		return Result{}, false, g.beginError(err)
+	}
+	if rec != nil {
+		return g.replay(rec, req)
+	}
+	// The winner's record is gone again (expired in between): let the
+	// client retry rather than run the work a second time in this call.
+	_ = tx.Rollback(context.WithoutCancel(ctx))
+	return Result{}, false, &InFlightError{RetryAfter: g.cfg.InFlightRetryAfter}
+}
+
+func (g *Guard) beginError(err error) error {
+	if errors.Is(err, ErrInFlight) {
+		var ife *InFlightError
+		if errors.As(err, &ife) {
+			return ife
+		}
+		return &InFlightError{RetryAfter: g.cfg.InFlightRetryAfter}
+	}
+	return unavailable("begin", err)
+}
+
+func (g *Guard) replay(rec *Record, req Request) (Result, bool, error) {
+	if rec.Fingerprint != req.Fingerprint {
+		return Result{}, false, ErrMismatch
+	}
+	return rec.Result, true, nil
+}

@@ -1,0 +1,46 @@
+package idem
+
+import "time"
+
+// State is the state of a stored record.
+type State string
+
+// Record states. Atomic-mode stores only ever hold completed records: the
+// claim of a key in progress is a lock that belongs to the transaction and is
+// never committed. StatePending is reserved for leased mode, where a claim is
+// committed with a lease before the work runs elsewhere.
+const (
+	StateCompleted State = "completed"
+	StatePending   State = "pending"
+)
+
+// Result is what the work produced and what a retry receives. For HTTP it is
+// the response's status, recorded headers and body; other callers may use
+// Body alone as opaque bytes.
+type Result struct {
+	// Status is an HTTP status or an application code; zero if unused.
+	Status int
+
+	// Header holds the recorded response headers, if any.
+	Header map[string][]string
+
+	// Body is the recorded response body or opaque result bytes.
+	Body []byte
+}
+
+// Record is one stored idempotency record, addressed by (Scope, Key).
+type Record struct {
+	Scope       string
+	Key         string
+	Fingerprint string
+	State       State
+	Result      Result
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+}
+
+// Expired reports whether the record has expired at now. A record expires at
+// ExpiresAt: from that instant on it behaves as if it did not exist.
+func (r *Record) Expired(now time.Time) bool {
+	return !now.Before(r.ExpiresAt)
+}
