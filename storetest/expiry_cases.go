@@ -1,0 +1,107 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+var _ = register(testCase{name: "ExpiredRecordBehavesAsNew", run: func(t *testing.T, h *Harness) {
+	// E7: a record is replayed until it expires; from its expiry on, the
+	// key behaves as new, also with another fingerprint. The clock is
+	// injected; nothing sleeps.
+	e := setup(t, h)
+	first, firstRuns := e.work("expiry", idem.Result{Status: 201, Body: []byte("first")})
+	if _, _, err := e.guard.Do(context.Background(), req("s", "k", "fp-1"), first); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(testTTL - time.Nanosecond)
+	if got, replayed, err := e.guard.Do(context.Background(), req("s", "k", "fp-1"), first); err != nil || !replayed || string(got.Body) != "first" {
+		t.Fatalf("just before expiry: body=%q replayed=%v err=%v, want a replay", got.Body, replayed, err)
+	}
+	e.clock.Advance(time.Nanosecond)
+	second, secondRuns := e.work("expiry", idem.Result{Status: 201, Body: []byte("second")})
+	got, replayed, err := e.guard.Do(context.Background(), req("s", "k", "fp-2"), second)
+	if err != nil || replayed || string(got.Body) != "second" {
+		t.Fatalf("at expiry: body=%q replayed=%v err=%v, want a fresh execution", got.Body, replayed, err)
+	}
+	if a, b := firstRuns.get(), secondRuns.get(); a != 1 || b != 1 {
+		t.Errorf("runs = %d, %d; want 1, 1", a, b)
+	}
+	if n := e.effects(t, "expiry"); n != 2 {
+		t.Errorf("effects = %d, want 2", n)
+	}
+	if got, replayed, err := e.guard.Do(context.Background(), req("s", "k", "fp-2"), second); err != nil || !replayed || string(got.Body) != "second" {
+		t.Errorf("retry of the new execution: body=%q replayed=%v err=%v, want a replay of the new record", got.Body, replayed, err)
+	}
+}})
+
+var _ = register(testCase{name: "RequestTTLOverridesDefault", run: func(t *testing.T, h *Harness) {
+	// E7: the expiry is configurable per call.
+	e := setup(t, h)
+	work, runs := e.work("ttl", idem.Result{Status: 200})
+	r := req("s", "k", "fp")
+	r.TTL = time.Minute
+	if _, _, err := e.guard.Do(context.Background(), r, work); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	if _, replayed, err := e.guard.Do(context.Background(), r, work); err != nil || replayed {
+		t.Fatalf("after the request's TTL: replayed=%v err=%v, want a fresh execution", replayed, err)
+	}
+	if n := runs.get(); n != 2 {
+		t.Errorf("runs = %d, want 2", n)
+	}
+}})
+
+var _ = register(testCase{name: "SweepDeletesOnlyExpiredRecords", run: func(t *testing.T, h *Harness) {
+	// E7: the sweeper deletes expired records in bounded batches and never a
+	// live one.
+	e := setup(t, h)
+	del, ok := e.store.(idem.ExpiredDeleter)
+	if !ok {
+		t.Skip("store does not implement idem.ExpiredDeleter")
+	}
+	const n = 25
+	for i := range n {
+		work, _ := e.work("sweep", idem.Result{Status: 200, Body: fmt.Appendf(nil, "%d", i)})
+		if _, _, err := e.guard.Do(context.Background(), req("s", fmt.Sprintf("k%02d", i), "fp"), work); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(time.Minute)
+	}
+	// Now keys k00..k09 are older than the TTL minus 15 minutes; move the
+	// clock so that exactly the first 12 have expired.
+	e.clock.Advance(testTTL - n*time.Minute + 11*time.Minute)
+	sw, err := idem.NewSweeper(del, &idem.SweeperConfig{BatchSize: 5, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := sw.Sweep(context.Background())
+	if err != nil {
+		t.Fatalf("Sweep: %v", err)
+	}
+	if deleted != 12 {
+		t.Errorf("Sweep deleted %d, want 12", deleted)
+	}
+	if again, err := sw.Sweep(context.Background()); err != nil || again != 0 {
+		t.Errorf("second Sweep = %d, %v; want 0, nil", again, err)
+	}
+	for i := 12; i < n; i++ {
+		work, runs := e.work("sweep", idem.Result{})
+		got, replayed, err := e.guard.Do(context.Background(), req("s", fmt.Sprintf("k%02d", i), "fp"), work)
+		if err != nil || !replayed || string(got.Body) != fmt.Sprint(i) || runs.get() != 0 {
+			t.Errorf("k%02d after sweep: body=%q replayed=%v err=%v, want its replay", i, got.Body, replayed, err)
+		}
+	}
+	if in, ok := e.store.(idem.Inspector); ok {
+		for i := range 12 {
+			if _, err := in.Lookup(context.Background(), &idem.LookupParams{Scope: "s", Key: fmt.Sprintf("k%02d", i)}); err == nil {
+				t.Errorf("k%02d: still stored after sweep", i)
+			}
+		}
+	}
+}})

@@ -1,0 +1,144 @@
+package storetest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+const (
+	crashChildEnv = "IDEM_STORETEST_CRASH_LOCATION"
+	crashReady    = "storetest: effect written, waiting to be killed"
+	crashKey      = "crash-key"
+)
+
+var _ = register(testCase{name: "RecordSurvivesReopen", persistent: true, run: func(t *testing.T, h *Harness) {
+	// E1 (durability): a committed record and its effect survive closing
+	// and reopening the store, and are replayed afterwards.
+	e := setup(t, h)
+	want := idem.Result{Status: 201, Header: map[string][]string{"Location": {"/x/1"}}, Body: []byte("kept")}
+	work, runs := e.work("reopen", want)
+	if _, _, err := e.guard.Do(context.Background(), req("s", "k", "fp"), work); err != nil {
+		t.Fatal(err)
+	}
+	e.close(t)
+	e.open(t)
+	got, replayed, err := e.guard.Do(context.Background(), req("s", "k", "fp"), work)
+	if err != nil || !replayed {
+		t.Fatalf("after reopen: replayed=%v err=%v, want a replay", replayed, err)
+	}
+	assertResult(t, got, want)
+	if n := runs.get(); n != 1 {
+		t.Errorf("work ran %d times, want 1", n)
+	}
+	if n := e.effects(t, "reopen"); n != 1 {
+		t.Errorf("effects = %d, want 1", n)
+	}
+}})
+
+var _ = register(testCase{name: "KilledInsideWorkLeavesNeitherEffectNorKey", persistent: true, serial: true, run: func(t *testing.T, h *Harness) {
+	// E1, E3: a process killed with SIGKILL inside the work, after its
+	// effect was written and before commit, leaves neither the effect nor
+	// the key; the key is not stuck in flight; the retry runs the work once.
+	e := setup(t, h)
+	top, _, _ := strings.Cut(t.Name(), "/")
+	cmd := exec.Command(os.Args[0], "-test.run=^"+regexp.QuoteMeta(top)+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), crashChildEnv+"="+e.location)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), crashReady) {
+				ready <- nil
+				return
+			}
+		}
+		ready <- fmt.Errorf("child exited before writing its effect: %v", sc.Err())
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatal("child did not reach the work within 60s")
+	}
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	if n := e.effects(t, "crash"); n != 0 {
+		t.Errorf("effects after the crash = %d, want 0", n)
+	}
+	assertNoRecord(t, e, "s", crashKey)
+
+	work, runs := e.work("crash", idem.Result{Status: 201, Body: []byte("after crash")})
+	// The server may take a moment to notice the dead connection and
+	// release its lock; the key must come free, boundedly.
+	var got idem.Result
+	var replayed bool
+	for attempt := 0; ; attempt++ {
+		got, replayed, err = e.guard.Do(context.Background(), req("s", crashKey, "fp"), work)
+		if !errors.Is(err, idem.ErrInFlight) || attempt == 200 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil || replayed || string(got.Body) != "after crash" {
+		t.Fatalf("retry after the crash: body=%q replayed=%v err=%v, want a fresh execution", got.Body, replayed, err)
+	}
+	if n := runs.get(); n != 1 {
+		t.Errorf("retry ran the work %d times, want 1", n)
+	}
+	if n := e.effects(t, "crash"); n != 1 {
+		t.Errorf("effects after the retry = %d, want 1", n)
+	}
+}})
+
+// runCrashChild is the child side of the crash case: it opens the store,
+// writes the effect inside the work, announces it and waits to be killed.
+func runCrashChild(h Harness, location string) {
+	ctx := context.Background()
+	s, err := h.Open(ctx, location)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "storetest child: open:", err)
+		os.Exit(3)
+	}
+	g, err := idem.New(s, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "storetest child:", err)
+		os.Exit(3)
+	}
+	_, _, err = g.Do(ctx, req("s", crashKey, "fp"), func(ctx context.Context) (idem.Result, error) {
+		if err := h.Effect(ctx, "crash"); err != nil {
+			return idem.Result{}, err
+		}
+		fmt.Println(crashReady)
+		time.Sleep(10 * time.Minute) // the parent kills the process long before
+		return idem.Result{}, errors.New("storetest child: not killed")
+	})
+	fmt.Fprintln(os.Stderr, "storetest child: Do returned:", err)
+	os.Exit(3)
+}
