@@ -1,0 +1,261 @@
+package idemclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Header names the client sends and reads.
+const (
+	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderReplayed       = "Idempotent-Replayed"
+)
+
+// errTooLarge fails a call whose response body is over
+// Config.MaxResponseBytes. It is not retried: the answer would be as large.
+var errTooLarge = errors.New("idemclient: response body exceeds Config.MaxResponseBytes")
+
+// Client carries out intents: it sends an intent's request until it has a
+// final answer, reusing the intent's key and body on every attempt. It sits
+// above an *http.Client, whose RoundTripper sees single attempts. A Client
+// is safe for concurrent use.
+type Client struct {
+	cfg    Config
+	policy Policy
+	retry  map[int]bool
+	randMu sync.Mutex
+}
+
+// New returns a Client. A nil cfg means defaults; an invalid field is an
+// error that names it.
+func New(cfg *Config) (*Client, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	retry := make(map[int]bool, len(c.RetryStatuses))
+	for _, s := range c.RetryStatuses {
+		retry[s] = true
+	}
+	return &Client{
+		cfg:    c,
+		policy: Policy{BaseDelay: c.BaseDelay, MaxDelay: c.MaxDelay},
+		retry:  retry,
+	}, nil
+}
+
+// NewIntent makes a new intent with a fresh key from Config.NewKey. Call it
+// once per decision (when the user confirms), not per attempt. The header
+// and body may be set on the returned intent before its first Do; body is
+// used as is, not copied.
+func (c *Client) NewIntent(method, url string, body []byte) (*Intent, error) {
+	in := &Intent{
+		Key:       c.cfg.NewKey(),
+		Method:    method,
+		URL:       url,
+		Header:    make(http.Header),
+		Body:      body,
+		CreatedAt: c.cfg.Now(),
+	}
+	if err := in.validate(); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// Response is the final answer to an intent with a status below 400.
+type Response struct {
+	// Status is the HTTP status code.
+	Status int
+
+	// Header and Body are the response's header and complete body.
+	Header http.Header
+	Body   []byte
+
+	// Replayed reports whether the server replayed the answer it recorded
+	// for an earlier attempt (Idempotent-Replayed: true) instead of
+	// running the request now. Either way the effect happened once.
+	Replayed bool
+
+	// Attempts is the number of attempts made by this Do.
+	Attempts int
+}
+
+// Do carries out in until it has a final answer and returns it. Every
+// attempt sends in's method, URL, headers and body with in.Key as the
+// Idempotency-Key header.
+//
+// When Config.Journal is set, in is saved to it before the first attempt
+// (nothing is sent if that fails) and marked resolved once it has a final
+// answer.
+//
+// Network errors, attempts over Config.AttemptTimeout and the statuses in
+// Config.RetryStatuses are retried after Policy.Delay (honouring
+// Retry-After), within Config.MaxAttempts and Config.MaxElapsed. A retried
+// status that the server marks as replayed is a recorded answer and final.
+// The outcomes:
+//
+//   - status below 400: a *Response and nil; the intent is resolved.
+//   - a final 4xx (400, 422, ...): a *ProblemError matching ErrRejected; the
+//     intent is resolved, since the server answered.
+//   - a 5xx not retried (500, 501, ...): a *ProblemError; the intent stays
+//     pending (its outcome is not known).
+//   - budget exhausted: an *ExhaustedError matching ErrExhausted, wrapping
+//     the last attempt's error (a *ProblemError for a last 503, say); the
+//     intent stays pending.
+//   - ctx done: its error; the intent stays pending.
+//   - in older than Config.MaxIntentAge: ErrIntentExpired, nothing sent.
+func (c *Client) Do(ctx context.Context, in *Intent) (*Response, error) {
+	if err := in.validate(); err != nil {
+		return nil, err
+	}
+	if in.CreatedAt.IsZero() {
+		in.CreatedAt = c.cfg.Now()
+	}
+	if age := c.cfg.Now().Sub(in.CreatedAt); age > c.cfg.MaxIntentAge {
+		return nil, fmt.Errorf("%w: intent %s was created %s ago; Config.MaxIntentAge is %s", ErrIntentExpired, in.Key, age.Round(time.Second), c.cfg.MaxIntentAge)
+	}
+	if j := c.cfg.Journal; j != nil {
+		if err := j.Save(ctx, in); err != nil {
+			return nil, fmt.Errorf("idemclient: saving intent %s before its first attempt: %w", in.Key, err)
+		}
+	}
+	start := c.cfg.Now()
+	var last error
+	for n := 1; ; n++ {
+		timeout := min(c.cfg.AttemptTimeout, c.cfg.MaxElapsed-c.cfg.Now().Sub(start))
+		if timeout <= 0 {
+			return nil, exhausted(n-1, last)
+		}
+		res, err := c.attempt(ctx, in, timeout)
+		if err != nil && ctx.Err() != nil {
+			return nil, fmt.Errorf("idemclient: %s %s: intent %s left pending: %w", in.Method, in.URL, in.Key, ctx.Err())
+		}
+		hint := NoRetryAfter
+		switch {
+		case errors.Is(err, errTooLarge):
+			return nil, err
+		case err != nil:
+			last = fmt.Errorf("idemclient: %s %s: attempt %d: %w", in.Method, in.URL, n, err)
+		case res.Status < 400:
+			res.Attempts = n
+			c.resolve(ctx, in, res.Status)
+			return res, nil
+		default:
+			pe := c.problem(in, res, n)
+			switch {
+			case res.Status < 500 && (res.Replayed || !c.retry[res.Status]):
+				c.resolve(ctx, in, res.Status)
+				return nil, pe
+			case !c.retry[res.Status]:
+				return nil, pe
+			}
+			last = pe
+			hint = parseRetryAfter(res.Header.Get("Retry-After"), c.cfg.Now())
+		}
+		if n >= c.cfg.MaxAttempts {
+			return nil, exhausted(n, last)
+		}
+		d := c.delay(n, hint)
+		if c.cfg.Now().Sub(start)+d >= c.cfg.MaxElapsed {
+			return nil, exhausted(n, last)
+		}
+		if err := c.cfg.Sleep(ctx, d); err != nil {
+			return nil, fmt.Errorf("idemclient: %s %s: intent %s left pending: %w", in.Method, in.URL, in.Key, err)
+		}
+	}
+}
+
+func exhausted(n int, last error) error {
+	if last == nil {
+		last = errors.New("no attempt fitted in Config.MaxElapsed")
+	}
+	return &ExhaustedError{Attempts: n, Last: last}
+}
+
+func (c *Client) delay(n int, hint time.Duration) time.Duration {
+	if c.cfg.Rand == nil {
+		return c.policy.Delay(n, nil, hint)
+	}
+	c.randMu.Lock()
+	defer c.randMu.Unlock()
+	return c.policy.Delay(n, c.cfg.Rand, hint)
+}
+
+// attempt sends in once and reads the whole response within timeout.
+func (c *Client) attempt(ctx context.Context, in *Intent, timeout time.Duration) (*Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// A fresh reader per attempt; NewRequest also sets GetBody from it, so
+	// the transport can replay the same bytes if it retries internally.
+	req, err := http.NewRequestWithContext(ctx, in.Method, in.URL, bytes.NewReader(in.Body))
+	if err != nil {
+		return nil, err
+	}
+	if len(in.Body) == 0 {
+		req.Body, req.GetBody, req.ContentLength = http.NoBody, nil, 0
+	}
+	for k, vs := range in.Header {
+		req.Header[k] = slices.Clone(vs)
+	}
+	req.Header.Set(HeaderIdempotencyKey, headerValue(in.Key))
+	resp, err := c.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxResponseBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the response body: %w", err)
+	}
+	if int64(len(body)) > c.cfg.MaxResponseBytes {
+		return nil, errTooLarge
+	}
+	return &Response{
+		Status:   resp.StatusCode,
+		Header:   resp.Header,
+		Body:     body,
+		Replayed: strings.EqualFold(strings.TrimSpace(resp.Header.Get(HeaderReplayed)), "true"),
+	}, nil
+}
+
+func (c *Client) problem(in *Intent, res *Response, n int) *ProblemError {
+	pe := &ProblemError{
+		Method:   in.Method,
+		URL:      in.URL,
+		Status:   res.Status,
+		Header:   res.Header,
+		Body:     res.Body,
+		Replayed: res.Replayed,
+		Attempts: n,
+	}
+	if mt, _, err := mime.ParseMediaType(res.Header.Get("Content-Type")); err == nil && mt == "application/problem+json" {
+		_ = json.Unmarshal(res.Body, &pe.Problem) // a malformed body leaves Problem zero; Body keeps it
+	}
+	return pe
+}
+
+// resolve marks in resolved in the journal. A failure is logged, not
+// returned: the intent stays pending, and resuming it later only fetches the
+// recorded answer again.
+func (c *Client) resolve(ctx context.Context, in *Intent, status int) {
+	j := c.cfg.Journal
+	if j == nil {
+		return
+	}
+	err := j.MarkResolved(context.WithoutCancel(ctx), &MarkResolvedParams{Key: in.Key, Status: status, Now: c.cfg.Now()})
+	if err != nil {
+		c.cfg.Logger.WarnContext(ctx, "idemclient: could not mark intent resolved; it stays pending and a resume will fetch its recorded answer",
+			"key", in.Key, "status", status, "err", err)
+	}
+}
