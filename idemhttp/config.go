@@ -1,0 +1,243 @@
+package idemhttp
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Config configures a Middleware. The zero value, and a nil *Config, mean
+// defaults.
+type Config struct {
+	// Methods are the request methods the middleware protects; requests
+	// with any other method pass through untouched. Defaults to POST and
+	// PATCH.
+	Methods []string
+
+	// Header is the name of the request header that carries the key.
+	// Defaults to "Idempotency-Key".
+	Header string
+
+	// Scope returns the scope a request's key belongs to: the
+	// authenticated principal or tenant. The same key in two scopes names
+	// two independent requests, and one scope never receives another's
+	// recorded response, so the scope must differ whenever the caller's
+	// identity differs. An error answers the request with 500 and runs
+	// nothing. Defaults to DefaultScope, which hashes the request's
+	// credentials; prefer a function that returns the principal your
+	// authentication middleware established.
+	Scope func(*http.Request) (string, error)
+
+	// Route names the operation a request addresses, for the fingerprint,
+	// the log lines and the Observer. It must not vary between retries of
+	// one request. Defaults to DefaultRoute: the ServeMux pattern when
+	// there is one, otherwise the URL path.
+	Route func(*http.Request) string
+
+	// FingerprintHeaders are request headers whose values join the
+	// fingerprint, so that a retry which changes one of them is refused
+	// with 422. Defaults to none.
+	FingerprintHeaders []string
+
+	// RecordHeaders are the response headers recorded with the status and
+	// body and sent again on replay; other headers reach the client of the
+	// first execution only. Set-Cookie, Content-Length, Date and
+	// hop-by-hop headers are never recorded and are rejected here.
+	// Defaults to DefaultRecordHeaders.
+	RecordHeaders []string
+
+	// MaxRequestBody is the largest request body, in bytes, that a
+	// protected request may carry; a larger one is refused with 413 before
+	// any work. The whole body is read into memory to compute the
+	// fingerprint. Defaults to 1 MiB.
+	MaxRequestBody int64
+
+	// MaxResponseBody is the largest response body, in bytes, that can be
+	// recorded. A handler that writes more is rolled back and the client
+	// receives 500. Defaults to 1 MiB.
+	MaxResponseBody int64
+
+	// UnavailableRetryAfter is the Retry-After hint sent with 503 when the
+	// store is unavailable. It is rounded up to whole seconds. Defaults to
+	// 5 seconds.
+	UnavailableRetryAfter time.Duration
+
+	// Logger receives one line per outcome of a protected request; keys
+	// are never logged, only a prefix of their SHA-256. Defaults to
+	// slog.Default() at the time of each line.
+	Logger *slog.Logger
+
+	// Observer is told the outcome of every protected request, for
+	// metrics (see package idemprom). Defaults to none.
+	Observer Observer
+}
+
+// DefaultHeader is the default name of the key's request header.
+const DefaultHeader = "Idempotency-Key"
+
+// ReplayedHeader is the response header set to "true" on a replay.
+const ReplayedHeader = "Idempotent-Replayed"
+
+// Default size limits.
+const (
+	DefaultMaxRequestBody  = 1 << 20
+	DefaultMaxResponseBody = 1 << 20
+)
+
+// DefaultUnavailableRetryAfter is the default Retry-After sent with 503.
+const DefaultUnavailableRetryAfter = 5 * time.Second
+
+// DefaultRecordHeaders returns the response headers recorded by default:
+// those that describe the body or the created resource.
+func DefaultRecordHeaders() []string {
+	return []string{
+		"Cache-Control",
+		"Content-Disposition",
+		"Content-Encoding",
+		"Content-Language",
+		"Content-Location",
+		"Content-Type",
+		"ETag",
+		"Expires",
+		"Last-Modified",
+		"Link",
+		"Location",
+		"Vary",
+	}
+}
+
+// neverRecorded are response headers that must not be replayed: they carry
+// per-response state (cookies, dates, lengths we compute) or belong to one
+// connection (hop-by-hop).
+var neverRecorded = []string{
+	"Set-Cookie", "Set-Cookie2", "Content-Length", "Date",
+	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+	"Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+	ReplayedHeader,
+}
+
+func (c *Config) withDefaults() (Config, error) {
+	var out Config
+	if c != nil {
+		out = *c
+		out.Methods = slices.Clone(c.Methods)
+		out.FingerprintHeaders = slices.Clone(c.FingerprintHeaders)
+		out.RecordHeaders = slices.Clone(c.RecordHeaders)
+	}
+	if out.Methods == nil {
+		out.Methods = []string{http.MethodPost, http.MethodPatch}
+	}
+	if out.Header == "" {
+		out.Header = DefaultHeader
+	}
+	if out.Scope == nil {
+		out.Scope = DefaultScope
+	}
+	if out.Route == nil {
+		out.Route = DefaultRoute
+	}
+	if out.RecordHeaders == nil {
+		out.RecordHeaders = DefaultRecordHeaders()
+	}
+	if out.MaxRequestBody == 0 {
+		out.MaxRequestBody = DefaultMaxRequestBody
+	}
+	if out.MaxResponseBody == 0 {
+		out.MaxResponseBody = DefaultMaxResponseBody
+	}
+	if out.UnavailableRetryAfter == 0 {
+		out.UnavailableRetryAfter = DefaultUnavailableRetryAfter
+	}
+	if err := out.validate(); err != nil {
+		return Config{}, err
+	}
+	out.Header = http.CanonicalHeaderKey(out.Header)
+	for i, h := range out.FingerprintHeaders {
+		out.FingerprintHeaders[i] = http.CanonicalHeaderKey(h)
+	}
+	for i, h := range out.RecordHeaders {
+		out.RecordHeaders[i] = http.CanonicalHeaderKey(h)
+	}
+	return out, nil
+}
+
+func (c *Config) validate() error {
+	if len(c.Methods) == 0 {
+		return errors.New("idemhttp: Config.Methods is empty; leave it nil for the default")
+	}
+	for _, m := range c.Methods {
+		if !validToken(m) {
+			return fmt.Errorf("idemhttp: Config.Methods: %q is not a method", m)
+		}
+	}
+	if !validToken(c.Header) {
+		return fmt.Errorf("idemhttp: Config.Header: %q is not a header name", c.Header)
+	}
+	for _, h := range c.FingerprintHeaders {
+		if !validToken(h) {
+			return fmt.Errorf("idemhttp: Config.FingerprintHeaders: %q is not a header name", h)
+		}
+	}
+	for _, h := range c.RecordHeaders {
+		if !validToken(h) {
+			return fmt.Errorf("idemhttp: Config.RecordHeaders: %q is not a header name", h)
+		}
+		for _, n := range neverRecorded {
+			if strings.EqualFold(h, n) {
+				return fmt.Errorf("idemhttp: Config.RecordHeaders: %s must never be recorded", n)
+			}
+		}
+	}
+	if c.MaxRequestBody < 0 {
+		return fmt.Errorf("idemhttp: Config.MaxRequestBody must not be negative, got %d", c.MaxRequestBody)
+	}
+	if c.MaxResponseBody < 0 {
+		return fmt.Errorf("idemhttp: Config.MaxResponseBody must not be negative, got %d", c.MaxResponseBody)
+	}
+	if c.UnavailableRetryAfter < 0 {
+		return fmt.Errorf("idemhttp: Config.UnavailableRetryAfter must not be negative, got %s", c.UnavailableRetryAfter)
+	}
+	return nil
+}
+
+// validToken reports whether s is an RFC 9110 token, the syntax of method
+// and header names.
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// RouteOptions adjust the middleware for the routes it wraps; see
+// Middleware.Route. The zero value is the default policy of
+// Middleware.Handler.
+type RouteOptions struct {
+	// Optional lets a request without a key run the handler unprotected,
+	// with the original ResponseWriter. A present but invalid key is still
+	// refused with 400. Defaults to false: a missing key is refused with
+	// 400.
+	Optional bool
+
+	// FailOpen runs the handler unprotected when the store is unavailable
+	// before the work starts, instead of answering 503. Set it only where
+	// a duplicate is harmless. Defaults to false (fail closed).
+	FailOpen bool
+
+	// TTL overrides the Guard's record lifetime for these routes. Defaults
+	// to 0, meaning the Guard's TTL.
+	TTL time.Duration
+}

@@ -1,0 +1,125 @@
+package idemhttp
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"time"
+)
+
+// Outcome names what the middleware did with a protected request. Its
+// values are stable: they are used as metric labels.
+type Outcome string
+
+// Outcomes of a protected request.
+const (
+	// OutcomeExecuted: the handler ran and its 2xx, 3xx or 4xx response
+	// was recorded in the same transaction as its effect.
+	OutcomeExecuted Outcome = "executed"
+	// OutcomeReplayed: the recorded response of an earlier execution was
+	// sent again.
+	OutcomeReplayed Outcome = "replayed"
+	// OutcomeInFlight: another request held the key; 409 was sent.
+	OutcomeInFlight Outcome = "in_flight"
+	// OutcomeMismatch: the key was used before with another request; 422
+	// was sent.
+	OutcomeMismatch Outcome = "mismatch"
+	// OutcomeInvalidKey: the key header was malformed or repeated; 400
+	// was sent.
+	OutcomeInvalidKey Outcome = "invalid_key"
+	// OutcomeMissingKey: the route requires a key and there was none; 400
+	// was sent.
+	OutcomeMissingKey Outcome = "missing_key"
+	// OutcomeUnavailable: the store failed; nothing was recorded and 503
+	// was sent.
+	OutcomeUnavailable Outcome = "unavailable"
+	// OutcomeTooLarge: the request body was over the limit; 413 was sent
+	// before any work.
+	OutcomeTooLarge Outcome = "too_large"
+	// OutcomeResponseTooLarge: the handler's response was over the
+	// recording limit; its effect was rolled back and 500 was sent.
+	OutcomeResponseTooLarge Outcome = "response_too_large"
+	// OutcomeRolledBack: the handler answered 5xx; its effect was rolled
+	// back, nothing was recorded, and its response was sent.
+	OutcomeRolledBack Outcome = "rolled_back"
+	// OutcomePanic: the handler panicked; its effect was rolled back,
+	// nothing was recorded, and the panic went on up the stack.
+	OutcomePanic Outcome = "panic"
+	// OutcomeUnprotected: the route's key is optional and the request had
+	// none; the handler ran without protection.
+	OutcomeUnprotected Outcome = "unprotected"
+	// OutcomeFailOpen: the store was unavailable and the route fails open;
+	// the handler ran without protection.
+	OutcomeFailOpen Outcome = "fail_open"
+	// OutcomeBadRequest: the request body could not be read; 400 was sent.
+	OutcomeBadRequest Outcome = "bad_request"
+	// OutcomeError: the scope could not be determined or the guard failed
+	// unexpectedly; 500 was sent and nothing ran.
+	OutcomeError Outcome = "error"
+)
+
+// Outcomes returns every Outcome, for observers that pre-create one series
+// per outcome.
+func Outcomes() []Outcome {
+	return []Outcome{
+		OutcomeExecuted, OutcomeReplayed, OutcomeInFlight, OutcomeMismatch,
+		OutcomeInvalidKey, OutcomeMissingKey, OutcomeUnavailable, OutcomeTooLarge,
+		OutcomeResponseTooLarge, OutcomeRolledBack, OutcomePanic,
+		OutcomeUnprotected, OutcomeFailOpen, OutcomeBadRequest, OutcomeError,
+	}
+}
+
+// Event describes the outcome of one protected request.
+type Event struct {
+	// Outcome is what the middleware did.
+	Outcome Outcome
+	// Method is the request method.
+	Method string
+	// Route is Config.Route's name for the request.
+	Route string
+	// Status is the status sent to the client; 0 after a panic, when
+	// nothing was sent.
+	Status int
+	// Duration is the time from the request's arrival in the middleware
+	// to its answer, the handler's run included.
+	Duration time.Duration
+}
+
+// Observer is told the outcome of every protected request. Observe is
+// called on the request's goroutine after the response has been written
+// (before the panic goes on, for OutcomePanic); it must be safe for
+// concurrent use and should return quickly.
+type Observer interface {
+	Observe(ctx context.Context, e Event)
+}
+
+// ObserverFunc adapts a function to the Observer interface.
+type ObserverFunc func(ctx context.Context, e Event)
+
+// Observe calls f(ctx, e).
+func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
+
+// KeyHash returns the prefix of the key's SHA-256 that log lines carry in
+// place of the key, so that operators can correlate lines without logs
+// holding keys.
+func KeyHash(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:6])
+}
+
+// outcomeLevel is the level of each outcome's log line: client mistakes and
+// ordinary answers at Info (a plain execution at Debug), degradations at
+// Warn, server faults at Error.
+func outcomeLevel(o Outcome) slog.Level {
+	switch o {
+	case OutcomeExecuted, OutcomeUnprotected:
+		return slog.LevelDebug
+	case OutcomeFailOpen, OutcomeRolledBack:
+		return slog.LevelWarn
+	case OutcomeUnavailable, OutcomeResponseTooLarge, OutcomePanic, OutcomeError:
+		return slog.LevelError
+	default:
+		return slog.LevelInfo
+	}
+}
