@@ -1,0 +1,52 @@
+// Package sqlitestore is idem's embedded default store: an idem.Store on a
+// SQLite database file, through the pure-Go driver modernc.org/sqlite (no
+// cgo, nothing to install).
+//
+// # Atomic mode
+//
+// The work passed to idem.Guard.Do runs in a *sql.Tx of the store's database;
+// TxFrom(ctx) returns it. Write the effect through that transaction (tables
+// of your own live in the same file; create them through Store.DB). The
+// record of the key and the work's effect commit together or not at all.
+//
+// A call goes through these steps:
+//
+//  1. A plain read of the record (a WAL snapshot, no lock): a live record is
+//     replayed at once. A committed live record is final, so no lock is
+//     needed to answer from it.
+//  2. Otherwise a process-local try-lock on (scope, key): if another call in
+//     this process holds the key, the answer is idem.ErrInFlight at once.
+//  3. The process's writer slot, then BEGIN IMMEDIATE: SQLite has one writer
+//     at a time, and a transaction that starts as a read cannot later
+//     become a write under concurrency (SQLITE_BUSY), so the write lock is
+//     taken at BEGIN.
+//  4. The record is read again inside the transaction; since the write lock
+//     serialises writers, this read sees every committed record.
+//  5. The work runs; the record is written with an upsert that replaces only
+//     an expired row (the (scope, key) primary key is the final arbiter);
+//     COMMIT.
+//
+// # One process per database file
+//
+// The in-flight try-lock lives in the process. Several processes on one file
+// stay correct (BEGIN IMMEDIATE serialises them and the record is read again
+// under the write lock, so a duplicate is replayed, never run twice), but a
+// concurrent duplicate from another process waits for the write lock (up to
+// Config.BusyTimeout) instead of being refused at once. Run one process per
+// database file, or use pgstore.
+//
+// # Durability
+//
+// The database runs in WAL mode with synchronous=FULL by default: a commit
+// that returned survives a process crash and a power loss. With
+// Config.Synchronous = "NORMAL" a commit survives a process crash but the
+// last commits may be lost on power loss (the database stays consistent:
+// an effect and its record are lost together). See docs/BENCHMARKS.md for
+// what each level costs.
+//
+// # Schema
+//
+// Open creates or migrates the schema (table idem_records, versioned in
+// idem_schema_version) inside a write transaction, so concurrent openers
+// migrate once.
+package sqlitestore

@@ -1,0 +1,65 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations are applied in order; migration i brings the schema to
+// version i+1. Never edit one that has shipped; append.
+var migrations = []string{
+	`CREATE TABLE idem_records (
+		scope       TEXT    NOT NULL,
+		key         TEXT    NOT NULL,
+		fingerprint TEXT    NOT NULL,
+		state       TEXT    NOT NULL,
+		status      INTEGER NOT NULL,
+		header      BLOB,
+		body        BLOB    NOT NULL,
+		created_at  INTEGER NOT NULL,
+		expires_at  INTEGER NOT NULL,
+		PRIMARY KEY (scope, key)
+	) WITHOUT ROWID;
+	CREATE INDEX idem_records_expires_at ON idem_records (expires_at);`,
+}
+
+// SchemaVersion is the schema version this package writes.
+var SchemaVersion = len(migrations)
+
+func (s *Store) migrate(ctx context.Context) error {
+	if err := s.file.acquireWriter(ctx, s.cfg.BusyTimeout); err != nil {
+		return err
+	}
+	defer s.file.releaseWriter()
+	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: one migrator at a time
+	if err != nil {
+		return fmt.Errorf("sqlitestore: migrate: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS idem_schema_version (version INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("sqlitestore: migrate: %w", err)
+	}
+	var v int
+	err = tx.QueryRowContext(ctx, `SELECT version FROM idem_schema_version`).Scan(&v)
+	switch {
+	case err == sql.ErrNoRows:
+		if _, err := tx.ExecContext(ctx, `INSERT INTO idem_schema_version (version) VALUES (0)`); err != nil {
+			return fmt.Errorf("sqlitestore: migrate: %w", err)
+		}
+	case err != nil:
+		return fmt.Errorf("sqlitestore: migrate: %w", err)
+	}
+	if v > len(migrations) {
+		return fmt.Errorf("sqlitestore: database schema version %d is newer than this package's %d", v, len(migrations))
+	}
+	for i := v; i < len(migrations); i++ {
+		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+			return fmt.Errorf("sqlitestore: migration %d: %w", i+1, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE idem_schema_version SET version = ?`, len(migrations)); err != nil {
+		return fmt.Errorf("sqlitestore: migrate: %w", err)
+	}
+	return tx.Commit()
+}
