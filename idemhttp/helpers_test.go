@@ -142,6 +142,14 @@ func header(name, value string) reqOpt {
 	return func(r *http.Request) { r.Header.Add(name, value) }
 }
 
+// withBody replaces the request's body.
+func withBody(body string) reqOpt {
+	return func(r *http.Request) {
+		r.Body = io.NopCloser(strings.NewReader(body))
+		r.ContentLength = int64(len(body))
+	}
+}
+
 func withKey(key string) reqOpt { return header("Idempotency-Key", key) }
 
 // serve sends one request to h and returns the recorded response.
