@@ -239,3 +239,5 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
