@@ -1,0 +1,184 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/idemkit/idem"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Tx is an open atomic-mode transaction that holds the advisory lock of one
+// key. It implements idem.Tx. The work writes its effect through the pgx.Tx
+// that TxFrom returns.
+type Tx struct {
+	store      *Store
+	conn       *pgxpool.Conn
+	scope, key string
+	handle     *handle
+	ended      bool
+}
+
+var _ idem.Tx = (*Tx)(nil)
+
+// TxFrom returns the pgx.Tx that the work passed to idem.Guard.Do runs in,
+// and whether ctx carries a pgstore transaction. Write the effect through
+// it so that the effect commits with the record, or not at all.
+//
+// The pgx.Tx belongs to the Guard: its Commit and Rollback return an error
+// and do nothing (return an error from the work to roll back). Its Begin
+// opens a savepoint as usual, for pgx.BeginFunc and the like.
+func TxFrom(ctx context.Context) (pgx.Tx, bool) {
+	tx, ok := idem.TxFrom(ctx)
+	if !ok {
+		return nil, false
+	}
+	h, ok := tx.Handle().(pgx.Tx)
+	return h, ok
+}
+
+// Handle implements idem.Tx; it returns the transaction as a pgx.Tx.
+func (t *Tx) Handle() any { return t.handle }
+
+// Commit implements idem.Tx. It sends, pipelined in one round trip, the
+// DELETE of an expired record of the key (only an expired one), the INSERT
+// of p.Record and COMMIT. A live record makes the INSERT fail on the
+// primary key; the server then skips the COMMIT, the transaction is rolled
+// back and Commit returns an error matching idem.ErrConflict.
+//
+// When the connection breaks after COMMIT was sent, the outcome is unknown
+// to the store and Commit returns an error matching idem.ErrUnavailable:
+// the retry of the call then finds the record, if it committed, and
+// replays it.
+func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
+	if t.ended {
+		return nil
+	}
+	t.ended = true
+	r := p.Record
+	headers, err := encodeHeaders(r.Result.Header)
+	if err != nil {
+		endConn(ctx, t.conn)
+		return fmt.Errorf("pgstore: commit: headers: %w", err)
+	}
+	body := r.Result.Body
+	if body == nil {
+		body = []byte{}
+	}
+	state := r.State
+	if state == "" {
+		state = idem.StateCompleted
+	}
+	var commitTag pgconn.CommandTag
+	b := &pgx.Batch{}
+	b.Queue(t.store.deleteSQL, t.scope, t.key, p.Now)
+	b.Queue(t.store.insertSQL, t.scope, t.key, r.Fingerprint, string(state), r.Result.Status, headers, body, r.CreatedAt, r.ExpiresAt)
+	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
+		commitTag = ct
+		return nil
+	})
+	err = t.conn.Conn().SendBatch(ctx, b).Close()
+	endConn(ctx, t.conn) // rolls back if the pipeline stopped short of COMMIT
+	switch {
+	case isUniqueViolation(err):
+		return fmt.Errorf("%w: pgstore: (%q, %q): %w", idem.ErrConflict, t.scope, t.key, err)
+	case err != nil:
+		return unavailable("commit", err)
+	case commitTag.String() != "COMMIT":
+		// COMMIT of a transaction that the work left failed (it ignored
+		// an error of its own) is a rollback.
+		return unavailable("commit", fmt.Errorf("the transaction was rolled back (%s): %w", commitTag, pgx.ErrTxCommitRollback))
+	}
+	return nil
+}
+
+// Rollback implements idem.Tx. It is safe to call after Commit or a
+// previous Rollback, where it does nothing.
+func (t *Tx) Rollback(ctx context.Context) error {
+	if t.ended {
+		return nil
+	}
+	t.ended = true
+	endConn(ctx, t.conn)
+	return nil
+}
+
+// errGuardOwned is returned by Commit and Rollback of the pgx.Tx that
+// TxFrom returns.
+var errGuardOwned = errors.New("pgstore: this transaction is committed by idem.Guard with its record; return an error from the work to roll it back")
+
+// handle is the pgx.Tx given to the work. It forwards to pgx's own
+// transaction while the idem Tx is open and behaves as a closed pgx.Tx
+// afterwards, so a reference kept past the work cannot reach a connection
+// that is back in the pool.
+type handle struct {
+	tx    pgx.Tx
+	owner *Tx
+}
+
+var _ pgx.Tx = (*handle)(nil)
+
+// closedTx is a pgx.Tx whose every method reports pgx.ErrTxClosed.
+var closedTx = func() pgx.Tx {
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	return pgx.FailedBatchResults(b, pgx.ErrTxClosed).Tx()
+}()
+
+func (h *handle) cur() pgx.Tx {
+	if h.owner.ended {
+		return closedTx
+	}
+	return h.tx
+}
+
+// Begin starts a pseudo nested transaction (a savepoint).
+func (h *handle) Begin(ctx context.Context) (pgx.Tx, error) { return h.cur().Begin(ctx) }
+
+// Commit returns an error: the Guard commits the transaction.
+func (h *handle) Commit(context.Context) error {
+	if h.owner.ended {
+		return pgx.ErrTxClosed
+	}
+	return errGuardOwned
+}
+
+// Rollback returns an error: the Guard rolls the transaction back when the
+// work returns an error.
+func (h *handle) Rollback(context.Context) error {
+	if h.owner.ended {
+		return pgx.ErrTxClosed
+	}
+	return errGuardOwned
+}
+
+func (h *handle) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	return h.cur().CopyFrom(ctx, table, cols, src)
+}
+
+func (h *handle) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return h.cur().SendBatch(ctx, b)
+}
+
+func (h *handle) LargeObjects() pgx.LargeObjects { return h.cur().LargeObjects() }
+
+func (h *handle) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	return h.cur().Prepare(ctx, name, sql)
+}
+
+func (h *handle) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return h.cur().Exec(ctx, sql, args...)
+}
+
+func (h *handle) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return h.cur().Query(ctx, sql, args...)
+}
+
+func (h *handle) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return h.cur().QueryRow(ctx, sql, args...)
+}
+
+func (h *handle) Conn() *pgx.Conn { return h.cur().Conn() }
