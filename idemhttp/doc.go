@@ -1,0 +1,89 @@
+// Package idemhttp is idem's net/http middleware: it makes retried POST and
+// PATCH requests safe with the Idempotency-Key header
+// (draft-ietf-httpapi-idempotency-key-header), using only the standard
+// library.
+//
+//	guard, _ := idem.New(store, nil)
+//	mw, _ := idemhttp.New(guard, nil)
+//	mux.Handle("POST /transfers", mw.Handler(transfers))
+//
+// The middleware is a plain func(http.Handler) http.Handler, so it works
+// with ServeMux, chi (r.Use(mw.Handler)), gorilla/mux and anything else
+// built on net/http. Put authentication, rate limiting and request
+// validation outside it: what they answer must never be recorded.
+//
+// # What happens to a request
+//
+// Requests whose method is not in Config.Methods (POST and PATCH by
+// default) pass through untouched. A protected request goes through these
+// steps, each of which may answer it:
+//
+//   - The key header is parsed with idem.ParseKey: an RFC 8941 sf-string
+//     ("abc") or a bare token (abc), which name the same key, of 1 to 255
+//     visible ASCII characters. A missing header is a 400 (or, on an
+//     Optional route, runs the handler unprotected); an invalid value, a
+//     list, or the header twice is a 400.
+//   - The body is read whole, up to Config.MaxRequestBody; a larger one is a
+//     413 before any work.
+//   - The scope (Config.Scope, see DefaultScope) and the fingerprint (method,
+//     route, request target, configured headers and body; JSON bodies in
+//     canonical form) are computed, and idem.Guard.Do is called.
+//   - A live record with the same fingerprint is replayed: the original
+//     status, recorded headers and body, byte for byte, plus
+//     Idempotent-Replayed: true. A different fingerprint is a 422; nothing
+//     runs and nothing is replayed.
+//   - A key held by another request is a 409 with Retry-After, at once.
+//   - Otherwise the handler runs inside the store's transaction, which it
+//     reaches through the request context (sqlitestore.TxFrom,
+//     pgstore.TxFrom, memstore.TxFrom). Its response is buffered. A 2xx,
+//     3xx or 4xx is recorded in that transaction and committed with the
+//     handler's effect, then sent. A 5xx rolls back, is not recorded, and
+//     is sent as the handler wrote it. A panic rolls back and goes on up the
+//     stack to net/http's recovery or yours. A response over
+//     Config.MaxResponseBody rolls back and becomes a 500.
+//   - A store failure is a 503 with Retry-After: the middleware fails
+//     closed. A route made with RouteOptions.FailOpen runs the handler
+//     unprotected instead, if the failure came before the handler ran.
+//
+// The middleware's own answers are RFC 9457 problem details
+// (application/problem+json) whose type is one of the Problem constants.
+//
+// # Per-route policy
+//
+// Middleware.Handler requires a key; Middleware.Optional lets requests
+// without one through unprotected; Middleware.Route takes RouteOptions for
+// an optional key, failing open, or a record TTL of its own.
+//
+// # Recorded headers
+//
+// The client of the first execution receives every header the handler set.
+// A replay receives only the headers named in Config.RecordHeaders (see
+// DefaultRecordHeaders); Set-Cookie, Date, Content-Length and hop-by-hop
+// headers are never recorded. Content-Length is always set from the body.
+//
+// # Streaming and connection takeover
+//
+// Nothing can reach the client before the response is recorded, so the
+// ResponseWriter a protected handler receives buffers everything and
+// implements neither http.Flusher nor http.Hijacker; through
+// http.ResponseController, Flush and Hijack report http.ErrNotSupported
+// (read and write deadlines still work). Informational (1xx) responses are
+// dropped. Do not protect streaming endpoints; requests that pass through
+// get the original ResponseWriter, with all its interfaces.
+//
+// # Scope
+//
+// A key is scoped: the record is addressed by (scope, key), and one scope
+// never receives another's recorded response. DefaultScope hashes the
+// request's credentials (Authorization, X-API-Key, Cookie and the TLS client
+// certificate), so requests with different credentials never share records
+// and anonymous requests share one scope. Prefer a Config.Scope that
+// returns the principal your authentication established: credentials that
+// change between retries (a refreshed token) make a retry a new request.
+//
+// # Observability
+//
+// Each protected request ends in one Outcome. It is logged with slog (with
+// a prefix of the key's SHA-256, never the key) and passed to
+// Config.Observer; package idemprom turns it into Prometheus metrics.
+package idemhttp
