@@ -1,0 +1,211 @@
+package transfers
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/idemkit/idem/pgstore"
+	"github.com/idemkit/idem/sqlitestore"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Database is where the ledger lives: SQLite or PostgreSQL, the same
+// database as the idempotency records. Build one with SQLite or Postgres.
+type Database struct {
+	schema  string
+	lock    string                                    // locks both accounts, in id order
+
+	pool    querier                                   // reads outside any transaction
+	begin   func(ctx context.Context) (txn, error)    // a transaction of our own
+	current func(ctx context.Context) (querier, bool) // the idem transaction, if any
+}
+
+// querier is what the ledger needs from a connection or a transaction. Both
+// backends accept $N placeholders.
+type querier interface {
+	exec(ctx context.Context, sql string, args ...any) (int64, error)
+	queryRow(ctx context.Context, sql string, args ...any) scanner
+	query(ctx context.Context, sql string, args ...any) (rows, error)
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+type rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+type txn interface {
+	querier
+	commit(ctx context.Context) error
+	rollback(ctx context.Context) error
+}
+
+var errNoRows = errors.New("transfers: no rows")
+
+// SQLite returns the ledger's database on the store's SQLite file.
+func SQLite(store *sqlitestore.Store) *Database {
+	db := store.DB()
+	return &Database{
+		schema: sqliteSchema,
+		// SQLite serialises writers (BEGIN IMMEDIATE): reading is enough.
+		lock: `SELECT count(*) FROM accounts WHERE id IN ($1, $2)`,
+		pool:   sqlQ{db},
+		begin: func(ctx context.Context) (txn, error) {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return nil, err
+			}
+			return sqlTxn{sqlQ{tx}, tx}, nil
+		},
+		current: func(ctx context.Context) (querier, bool) {
+			tx, ok := sqlitestore.TxFrom(ctx)
+			return sqlQ{tx}, ok
+		},
+	}
+}
+
+// Postgres returns the ledger's database on the store's PostgreSQL pool.
+func Postgres(store *pgstore.Store) *Database {
+	pool := store.Pool()
+	return &Database{
+		schema: postgresSchema,
+		// Row locks in id order, so that A->B and B->A never deadlock.
+		lock: `SELECT count(*) FROM (SELECT id FROM accounts WHERE id IN ($1, $2) ORDER BY id FOR UPDATE) locked`,
+		pool:   pgQ{pool},
+		begin: func(ctx context.Context) (txn, error) {
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return pgTxn{pgQ{tx}, tx}, nil
+		},
+		current: func(ctx context.Context) (querier, bool) {
+			tx, ok := pgstore.TxFrom(ctx)
+			return pgQ{tx}, ok
+		},
+	}
+}
+
+const sqliteSchema = `
+CREATE TABLE IF NOT EXISTS accounts (
+	id      TEXT PRIMARY KEY,
+	balance INTEGER NOT NULL CHECK (balance >= 0)
+);
+CREATE TABLE IF NOT EXISTS transfers (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	src        TEXT    NOT NULL REFERENCES accounts (id),
+	dst        TEXT    NOT NULL REFERENCES accounts (id),
+	amount     INTEGER NOT NULL CHECK (amount > 0),
+	created_at INTEGER NOT NULL
+);`
+
+const postgresSchema = `
+CREATE TABLE IF NOT EXISTS accounts (
+	id      TEXT PRIMARY KEY,
+	balance BIGINT NOT NULL CHECK (balance >= 0)
+);
+CREATE TABLE IF NOT EXISTS transfers (
+	id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	src        TEXT   NOT NULL REFERENCES accounts (id),
+	dst        TEXT   NOT NULL REFERENCES accounts (id),
+	amount     BIGINT NOT NULL CHECK (amount > 0),
+	created_at BIGINT NOT NULL
+);`
+
+// database/sql adapter.
+
+type sqlRunner interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+type sqlQ struct{ r sqlRunner }
+
+func (q sqlQ) exec(ctx context.Context, s string, args ...any) (int64, error) {
+	res, err := q.r.ExecContext(ctx, s, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (q sqlQ) queryRow(ctx context.Context, s string, args ...any) scanner {
+	return sqlRow{q.r.QueryRowContext(ctx, s, args...)}
+}
+
+func (q sqlQ) query(ctx context.Context, s string, args ...any) (rows, error) {
+	r, err := q.r.QueryContext(ctx, s, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{r}, nil
+}
+
+type sqlRow struct{ *sql.Row }
+
+func (r sqlRow) Scan(dest ...any) error {
+	if err := r.Row.Scan(dest...); errors.Is(err, sql.ErrNoRows) {
+		return errNoRows
+	} else {
+		return err
+	}
+}
+
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { r.Rows.Close() }
+
+type sqlTxn struct {
+	sqlQ
+	tx *sql.Tx
+}
+
+func (t sqlTxn) commit(context.Context) error   { return t.tx.Commit() }
+func (t sqlTxn) rollback(context.Context) error { return t.tx.Rollback() }
+
+// pgx adapter.
+
+type pgRunner interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+type pgQ struct{ r pgRunner }
+
+func (q pgQ) exec(ctx context.Context, s string, args ...any) (int64, error) {
+	tag, err := q.r.Exec(ctx, s, args...)
+	return tag.RowsAffected(), err
+}
+
+func (q pgQ) queryRow(ctx context.Context, s string, args ...any) scanner {
+	return pgRow{q.r.QueryRow(ctx, s, args...)}
+}
+
+func (q pgQ) query(ctx context.Context, s string, args ...any) (rows, error) {
+	return q.r.Query(ctx, s, args...)
+}
+
+type pgRow struct{ pgx.Row }
+
+func (r pgRow) Scan(dest ...any) error {
+	if err := r.Row.Scan(dest...); errors.Is(err, pgx.ErrNoRows) {
+		return errNoRows
+	} else {
+		return err
+	}
+}
+
+type pgTxn struct {
+	pgQ
+	tx pgx.Tx
+}
+
+func (t pgTxn) commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
+func (t pgTxn) rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
