@@ -14,8 +14,8 @@ import (
 // Database is where the ledger lives: SQLite or PostgreSQL, the same
 // database as the idempotency records. Build one with SQLite or Postgres.
 type Database struct {
-	schema  string
-	lock    string                                    // locks both accounts, in id order
+	schema string
+	lock   string // locks both accounts, in id order
 
 	pool    querier                                   // reads outside any transaction
 	begin   func(ctx context.Context) (txn, error)    // a transaction of our own
@@ -54,7 +54,7 @@ func SQLite(store *sqlitestore.Store) *Database {
 		schema: sqliteSchema,
 		// SQLite serialises writers (BEGIN IMMEDIATE): reading is enough.
 		lock: `SELECT count(*) FROM accounts WHERE id IN ($1, $2)`,
-		pool:   sqlQ{db},
+		pool: sqlQ{db},
 		begin: func(ctx context.Context) (txn, error) {
 			tx, err := db.BeginTx(ctx, nil)
 			if err != nil {
@@ -76,7 +76,7 @@ func Postgres(store *pgstore.Store) *Database {
 		schema: postgresSchema,
 		// Row locks in id order, so that A->B and B->A never deadlock.
 		lock: `SELECT count(*) FROM (SELECT id FROM accounts WHERE id IN ($1, $2) ORDER BY id FOR UPDATE) locked`,
-		pool:   pgQ{pool},
+		pool: pgQ{pool},
 		begin: func(ctx context.Context) (txn, error) {
 			tx, err := pool.Begin(ctx)
 			if err != nil {
