@@ -1,0 +1,122 @@
+// The idemprom build constraint keeps this package out of ./... until go.sum
+// holds client_golang's dependencies; remove it from the three files then:
+// go get github.com/prometheus/client_golang/prometheus@v1.25.0 \
+//	github.com/prometheus/client_golang/prometheus/testutil@v1.25.0
+
+//go:build idemprom
+
+package idemprom_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/idemhttp/idemprom"
+	"github.com/idemkit/idem/memstore"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func setup(t *testing.T) (*prometheus.Registry, http.Handler) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	obs, err := idemprom.New(reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := idem.New(memstore.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := idemhttp.New(g, &idemhttp.Config{Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg, mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+	}))
+}
+
+func post(h http.Handler, key, body string) {
+	r := httptest.NewRequest("POST", "/x", strings.NewReader(body))
+	if key != "" {
+		r.Header.Set("Idempotency-Key", key)
+	}
+	h.ServeHTTP(httptest.NewRecorder(), r)
+}
+
+func TestCountsAndLatencyPerOutcome(t *testing.T) {
+	t.Parallel()
+	reg, h := setup(t)
+	post(h, "k", "a")
+	post(h, "k", "a")
+	post(h, "k", "a")
+	post(h, "k", "b")
+	post(h, "", "a")
+
+	want := `
+# HELP idem_http_requests_total Requests seen by the idempotency middleware, by outcome.
+# TYPE idem_http_requests_total counter
+idem_http_requests_total{outcome="bad_request"} 0
+idem_http_requests_total{outcome="error"} 0
+idem_http_requests_total{outcome="executed"} 1
+idem_http_requests_total{outcome="fail_open"} 0
+idem_http_requests_total{outcome="in_flight"} 0
+idem_http_requests_total{outcome="invalid_key"} 0
+idem_http_requests_total{outcome="mismatch"} 1
+idem_http_requests_total{outcome="missing_key"} 1
+idem_http_requests_total{outcome="panic"} 0
+idem_http_requests_total{outcome="replayed"} 2
+idem_http_requests_total{outcome="response_too_large"} 0
+idem_http_requests_total{outcome="rolled_back"} 0
+idem_http_requests_total{outcome="too_large"} 0
+idem_http_requests_total{outcome="unavailable"} 0
+idem_http_requests_total{outcome="unprotected"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "idem_http_requests_total"); err != nil {
+		t.Error(err)
+	}
+	if got, want := testutil.CollectAndCount(reg, "idem_http_request_duration_seconds"), len(idemhttp.Outcomes()); got != want {
+		t.Errorf("histogram series: got %d, want %d", got, want)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "idem_http_request_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetLabel()[0].GetValue() == "replayed" {
+				if got, want := m.GetHistogram().GetSampleCount(), uint64(2); got != want {
+					t.Errorf("replayed latency samples: got %d, want %d", got, want)
+				}
+			}
+		}
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	t.Parallel()
+	if _, err := idemprom.New(nil, &idemprom.Config{Buckets: []float64{1, 0.5}}); err == nil || !strings.Contains(err.Error(), "Config.Buckets") {
+		t.Errorf("unordered buckets: got %v, want an error naming Config.Buckets", err)
+	}
+	if _, err := idemprom.New(nil, &idemprom.Config{Buckets: []float64{}}); err == nil {
+		t.Errorf("empty buckets: got no error")
+	}
+	reg := prometheus.NewRegistry()
+	if _, err := idemprom.New(reg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := idemprom.New(reg, nil); err == nil {
+		t.Errorf("registering twice: got no error")
+	}
+	if _, err := idemprom.New(reg, &idemprom.Config{Namespace: "other"}); err != nil {
+		t.Errorf("another namespace: got %v", err)
+	}
+}
