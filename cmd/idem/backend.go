@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"strings"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/examples/transfers"
+	"github.com/idemkit/idem/pgstore"
+	"github.com/idemkit/idem/sqlitestore"
+)
+
+// defaultDB is the SQLite file used when -db is not given.
+const defaultDB = "idem.db"
+
+// backend is an opened -db: the idem store and the ledger in the same
+// database.
+type backend struct {
+	store  idem.Store
+	ledger *transfers.Database
+	close  func() error
+}
+
+func isPostgres(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// openBackend opens a SQLite file path or a postgres:// URL.
+func openBackend(ctx context.Context, db string) (*backend, error) {
+	if isPostgres(db) {
+		s, err := pgstore.Open(ctx, db, nil)
+		if err != nil {
+			return nil, err
+		}
+		return &backend{store: s, ledger: transfers.Postgres(s), close: s.Close}, nil
+	}
+	s, err := sqlitestore.Open(ctx, db, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &backend{store: s, ledger: transfers.SQLite(s), close: s.Close}, nil
+}

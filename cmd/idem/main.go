@@ -1,0 +1,107 @@
+// Command idem runs the transfers service with idem, reproduces the incident
+// behind idem, and looks after idempotency records.
+//
+//	idem serve    run the transfers service (SQLite by default, PostgreSQL by URL)
+//	idem demo     reproduce the incident three ways and audit the ledger
+//	idem bench    measure overhead, replay and duplicate storms
+//	idem sweep    delete expired records once
+//	idem inspect  show one record
+//
+// Run "idem <command> -h" for a command's flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	m := &Main{Stdout: os.Stdout, Stderr: os.Stderr}
+	err := m.Run(ctx, os.Args[1:])
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(2)
+	case errors.As(err, new(usageError)):
+		fmt.Fprintln(os.Stderr, "idem:", err)
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "idem:", err)
+		os.Exit(1)
+	}
+}
+
+// Main is the program, with its output streams.
+type Main struct {
+	Stdout, Stderr io.Writer
+}
+
+const usage = `idem makes retries safe. Usage:
+
+	idem <command> [flags]
+
+Commands:
+	serve    run the transfers service (SQLite by default, PostgreSQL by URL)
+	demo     reproduce the incident three ways and audit the ledger
+	bench    measure overhead, replay and duplicate storms
+	sweep    delete expired idempotency records once
+	inspect  show one idempotency record
+
+Run "idem <command> -h" for a command's flags.
+`
+
+// usageError is a mistake in the command line; main exits 2 with a hint.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// Run runs the sub-command named by args[0].
+func (m *Main) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(m.Stderr, usage)
+		return usageError{"no command given; try \"idem demo\""}
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return (&serveCommand{Main: m}).Run(ctx, rest)
+	case "demo":
+		return (&demoCommand{Main: m}).Run(ctx, rest)
+	case "bench":
+		return (&benchCommand{Main: m}).Run(ctx, rest)
+	case "sweep":
+		return (&sweepCommand{Main: m}).Run(ctx, rest)
+	case "inspect":
+		return (&inspectCommand{Main: m}).Run(ctx, rest)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(m.Stdout, usage)
+		return nil
+	default:
+		return usageError{fmt.Sprintf("unknown command %q; run \"idem help\" for the list", cmd)}
+	}
+}
+
+// parse parses a sub-command's flags, printing its usage on -h and turning
+// flag errors into usage errors.
+func (m *Main) parse(fs *flag.FlagSet, args []string, synopsis string) error {
+	fs.SetOutput(m.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(m.Stderr, "Usage: idem %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{fmt.Sprintf("%s: %v (run \"idem %s -h\")", fs.Name(), err, fs.Name())}
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/examples/transfers"
+)
+
+type serveCommand struct {
+	*Main
+}
+
+func (c *serveCommand) Run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
+	db := fs.String("db", defaultDB, "SQLite file path, or a postgres:// URL")
+	mode := fs.String("idempotency", "on", `"on", or "off" to run the same service without idem (keys ignored; for comparisons only)`)
+	ttl := fs.Duration("ttl", idem.DefaultTTL, "how long idempotency records are kept")
+	if err := c.parse(fs, args, "serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://…] [-idempotency on|off]"); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("serve: unexpected argument %q (run \"idem serve -h\")", fs.Arg(0))}
+	}
+	if *mode != "on" && *mode != "off" {
+		return usageError{fmt.Sprintf(`serve: -idempotency must be "on" or "off", got %q`, *mode)}
+	}
+	log := slog.New(slog.NewTextHandler(c.Stderr, nil))
+
+	b, err := openBackend(ctx, *db)
+	if err != nil {
+		return fmt.Errorf("serve: open %s: %w", *db, err)
+	}
+	defer b.close()
+	cfg := &transfers.Config{Logger: log}
+	setupMetrics(cfg)
+	if *mode == "on" {
+		if cfg.Guard, err = idem.New(b.store, &idem.Config{TTL: *ttl}); err != nil {
+			return err
+		}
+		if d, ok := b.store.(idem.ExpiredDeleter); ok {
+			sw, err := idem.NewSweeper(d, &idem.SweeperConfig{Logger: log})
+			if err != nil {
+				return err
+			}
+			go sw.Run(ctx)
+		}
+	} else {
+		log.Warn("IDEMPOTENCY IS OFF: Idempotency-Key is ignored and every retry runs again; use this mode only to compare")
+	}
+	svc, err := transfers.New(ctx, b.ledger, cfg)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	srv := &http.Server{Handler: svc, ReadHeaderTimeout: 10 * time.Second}
+	log.Info("idem serve: listening", "addr", "http://"+ln.Addr().String(), "db", redact(*db), "idempotency", *mode)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("idem serve: shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return err
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// redact hides a password in a database URL for logging.
+func redact(db string) string {
+	if !isPostgres(db) {
+		return db
+	}
+	if u, err := parseURL(db); err == nil {
+		return u.Redacted()
+	}
+	return "postgres://…"
+}
