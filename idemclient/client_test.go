@@ -196,22 +196,27 @@ func TestDoNetworkErrors(t *testing.T) {
 // abandoned and retried.
 func TestDoAttemptTimeout(t *testing.T) {
 	t.Parallel()
+	abandoned := make(chan struct{})
 	e := setup(t, func(n int, w http.ResponseWriter, r *http.Request) {
 		if n == 1 {
 			<-r.Context().Done() // never answer; the client gives up
+			close(abandoned)
 			return
 		}
 		w.WriteHeader(http.StatusCreated)
-	}, func(c *idemclient.Config) { c.AttemptTimeout = 50 * time.Millisecond })
+	}, func(c *idemclient.Config) { c.AttemptTimeout = 250 * time.Millisecond })
 	in := e.intent(t, `{}`)
 	res, err := e.client.Do(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := res.Attempts, 2; got != want {
-		t.Errorf("attempts: got %d, want %d", got, want)
+	<-abandoned
+	// On a loaded machine a later attempt may time out too; each one is
+	// retried with the same key and body.
+	if res.Attempts < 2 {
+		t.Errorf("attempts: got %d, want at least 2", res.Attempts)
 	}
-	checkSameKeyAndBody(t, e.server.Seen(), in, 2)
+	checkSameKeyAndBody(t, e.server.Seen(), in, res.Attempts)
 }
 
 // TestDoExhaustedAttempts checks that a 5xx that persists ends with an
