@@ -36,6 +36,11 @@ const AnonymousScope = "anonymous"
 // returns it; and where callers authenticate by any other means (another
 // header, a query parameter), Config.Scope must be set, since DefaultScope
 // would put them all in one scope.
+//
+// The scope is stored with each record. It is an unsalted hash: fine for
+// high-entropy tokens and session ids, but a guessable credential (HTTP
+// Basic passwords, short API keys) could be recovered from the records
+// table by trying candidates. Such deployments should set Config.Scope.
 func DefaultScope(r *http.Request) (string, error) {
 	h := sha256.New()
 	n := 0
