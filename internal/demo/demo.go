@@ -126,9 +126,11 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.Progress == nil {
 		out.Progress = io.Discard
 	}
+	out.Progress = &lockedWriter{w: out.Progress}
 	if out.ServerLog == nil {
 		out.ServerLog = io.Discard
 	}
+	out.ServerLog = &lockedWriter{w: out.ServerLog}
 	return out, nil
 }
 
@@ -361,4 +363,16 @@ func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set("Idempotency-Key", hex.EncodeToString(b[:]))
 	}
 	return t.next.RoundTrip(r)
+}
+
+// lockedWriter serialises the progress lines of the demo's goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

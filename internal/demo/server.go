@@ -107,3 +107,6 @@ func (s *server) stop() {
 		s.cmd = nil
 	}
 }
+
+// FreeAddr returns a loopback address whose port is free right now.
+func FreeAddr() (string, error) { return freeAddr() }

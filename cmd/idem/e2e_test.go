@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/demo"
+	"github.com/idemkit/idem/sqlitestore"
+	"github.com/jackc/pgx/v5"
+)
+
+// binary is the idem command built once for the end-to-end tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "idem-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "idem")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func pgDSN() string {
+	if v := os.Getenv("IDEM_PG_DSN"); v != "" {
+		return v
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+func requirePostgres(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pgDSN())
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("PostgreSQL at %s is required under CI: %v", pgDSN(), err)
+		}
+		t.Skipf("PostgreSQL not reachable at %s (set IDEM_PG_DSN): %v", pgDSN(), err)
+	}
+	conn.Close(ctx)
+	return pgDSN()
+}
+
+// TestDemo runs the incident end to end with real processes: the server is
+// started, driven through the faulty network, killed with SIGKILL and
+// restarted. With idem nothing is duplicated or lost; under the same seed
+// the two broken modes show duplicates, proving the audit can see them.
+func TestDemo(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		db   func(t *testing.T) string
+	}{
+		{"SQLite", func(t *testing.T) string { return "" }},
+		{"Postgres", requirePostgres},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var progress bytes.Buffer
+			reports, err := demo.Run(context.Background(), &demo.Config{
+				Binary: binary, DB: tt.db(t), Seed: 7, Intents: 120, Clients: 6, Kills: 2,
+				Progress: &progress,
+			})
+			if err != nil {
+				t.Fatalf("demo: %v\n%s", err, progress.String())
+			}
+			if len(reports) != 3 {
+				t.Fatalf("got %d reports, want 3", len(reports))
+			}
+			for _, r := range reports {
+				if r.Kills != 2 {
+					t.Errorf("%s: server killed %d times, want 2", r.Mode, r.Kills)
+				}
+				if !r.Conserved {
+					t.Errorf("%s: money not conserved", r.Mode)
+				}
+				if r.Faults["dropped"] == 0 || r.Faults["delayed"] == 0 || r.Faults["reset"] == 0 {
+					t.Errorf("%s: faults %v, want every kind injected", r.Mode, r.Faults)
+				}
+				switch r.Mode {
+				case demo.ModeIdem:
+					if r.Duplicated != 0 || r.Lost != 0 || r.Applied != r.Intents || !r.Correct {
+						t.Errorf("idem: %+v; want every intent applied exactly once", r)
+					}
+				default:
+					if r.Duplicated == 0 {
+						t.Errorf("%s: no duplicates under faults; the demo cannot see the failure it exists to show (%+v)", r.Mode, r)
+					}
+				}
+			}
+			if t.Failed() {
+				t.Log(progress.String())
+			}
+		})
+	}
+}
+
+func TestDemoCommandPrintsTable(t *testing.T) {
+	var out, errOut bytes.Buffer
+	cmd := exec.Command(binary, "demo", "-intents", "40", "-kills", "1", "-seed", "3")
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("idem demo: %v\n%s", err, errOut.String())
+	}
+	for _, want := range []string{"mode", "no-key", "key-per-attempt", "idem", "duplicated", "money conserved"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	if !strings.Contains(errOut.String(), "intents done") && !strings.Contains(errOut.String(), "done:") {
+		t.Errorf("no progress on stderr:\n%s", errOut.String())
+	}
+}
+
+func TestServeShutsDownGracefully(t *testing.T) {
+	t.Parallel()
+	addr := freePort(t)
+	db := filepath.Join(t.TempDir(), "serve.db")
+	cmd := exec.Command(binary, "serve", "-addr", addr, "-db", db)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	waitHealthy(t, addr)
+	put := func(path, body string, header ...string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPut, "http://"+addr+path, strings.NewReader(body))
+		if strings.HasPrefix(path, "/transfers") {
+			req.Method = http.MethodPost
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res
+	}
+	put("/accounts/a", `{"balance":100}`)
+	put("/accounts/b", `{"balance":0}`)
+	if res := put("/transfers", `{"from":"a","to":"b","amount":5}`, "Idempotency-Key", "k1"); res.StatusCode != 201 {
+		t.Fatalf("POST /transfers: %s", res.Status)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("serve after SIGTERM: %v, want exit 0", err)
+	}
+	var log []string
+	for l := range lines {
+		log = append(log, l)
+	}
+	all := strings.Join(log, "\n")
+	if !strings.Contains(all, "listening") || !strings.Contains(all, addr) || !strings.Contains(all, "shutting down") {
+		t.Errorf("serve log lacks its address or shutdown:\n%s", all)
+	}
+
+	// inspect and sweep read the same file afterwards.
+	var out bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: io.Discard}
+	if err := m.Run(context.Background(), []string{"inspect", "-db", db, "anonymous", "k1"}); err != nil {
+		t.Fatalf("inspect: %v", err)
+	}
+	for _, want := range []string{"completed", "201", "v1:"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("inspect output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if err := m.Run(context.Background(), []string{"inspect", "-db", db, "anonymous", "nope"}); err == nil {
+		t.Error("inspect of a missing key: want an error")
+	}
+}
+
+func TestServeWithIdempotencyOffWarns(t *testing.T) {
+	t.Parallel()
+	addr := freePort(t)
+	var stderr bytes.Buffer
+	cmd := exec.Command(binary, "serve", "-addr", addr, "-db", filepath.Join(t.TempDir(), "off.db"), "-idempotency", "off")
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitHealthy(t, addr)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Wait()
+	if !strings.Contains(stderr.String(), "IDEMPOTENCY IS OFF") {
+		t.Errorf("no loud warning in:\n%s", stderr.String())
+	}
+}
+
+func TestSweepDeletesExpiredRecords(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "sweep.db")
+	ctx := context.Background()
+	s, err := sqlitestore.Open(ctx, db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	past := time.Now().Add(-48 * time.Hour)
+	g, _ := idem.New(s, &idem.Config{Now: func() time.Time { return past }})
+	for _, k := range []string{"a", "b", "c"} {
+		if _, _, err := g.Do(ctx, idem.Request{Key: k}, func(context.Context) (idem.Result, error) { return idem.Result{Status: 200}, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live, _ := idem.New(s, nil)
+	if _, _, err := live.Do(ctx, idem.Request{Key: "live"}, func(context.Context) (idem.Result, error) { return idem.Result{Status: 200}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	var out bytes.Buffer
+	if err := (&Main{Stdout: &out, Stderr: io.Discard}).Run(ctx, []string{"sweep", "-db", db}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(out.String()); got != "deleted 3 expired record(s)" {
+		t.Errorf("sweep printed %q, want 3 deleted", got)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{},
+		{"nope"},
+		{"serve", "-idempotency", "maybe"},
+		{"serve", "extra"},
+		{"serve", "-no-such-flag"},
+		{"inspect", "only-scope"},
+		{"sweep", "-batch", "0"},
+		{"demo", "-intents", "0"},
+		{"demo", "-db", "mysql://x"},
+	} {
+		var errOut bytes.Buffer
+		err := (&Main{Stdout: io.Discard, Stderr: &errOut}).Run(context.Background(), args)
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(ue.Error(), "") {
+			t.Errorf("idem %v: err = %v, want a usage error", args, err)
+		}
+	}
+	for _, cmd := range []string{"serve", "demo", "bench", "sweep", "inspect"} {
+		var errOut bytes.Buffer
+		err := (&Main{Stdout: io.Discard, Stderr: &errOut}).Run(context.Background(), []string{cmd, "-h"})
+		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(errOut.String(), "Usage: idem "+cmd) {
+			t.Errorf("idem %s -h: err = %v, output %q; want its usage", cmd, err, errOut.String())
+		}
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	addr, err := demo.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+func waitHealthy(t *testing.T, addr string) {
+	t.Helper()
+	for range 300 {
+		res, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("server on %s did not become healthy", addr)
+}
