@@ -16,11 +16,11 @@ type Fault int
 
 // The faults, in the order of FaultNames.
 const (
-	FaultNone      Fault = iota
-	FaultDrop            // the server processed the request; the response is lost
-	FaultDelay           // the response arrives after the client gave up
-	FaultReset           // the connection is reset before the request arrives
-	FaultServerGone      // the server was down (killed): 502
+	FaultNone       Fault = iota
+	FaultDrop             // the server processed the request; the response is lost
+	FaultDelay            // the response arrives after the client gave up
+	FaultReset            // the connection is reset before the request arrives
+	FaultServerGone       // the server was down (killed): 502
 	numFaults
 )
 
