@@ -35,11 +35,13 @@ type Config struct {
 	// 10 seconds.
 	AttemptTimeout time.Duration
 
-	// BaseDelay is Policy.BaseDelay. Defaults to 100 milliseconds.
+	// BaseDelay is Policy.BaseDelay, the cap of the first delay. Defaults
+	// to 100 milliseconds, or MaxDelay if that is smaller.
 	BaseDelay time.Duration
 
-	// MaxDelay is Policy.MaxDelay, which also caps Retry-After hints.
-	// Defaults to 10 seconds.
+	// MaxDelay is Policy.MaxDelay, the longest delay between two
+	// attempts; it also caps Retry-After hints. Defaults to 10 seconds, or
+	// BaseDelay if that is larger.
 	MaxDelay time.Duration
 
 	// RetryStatuses are the response statuses that are retried. 400 and
