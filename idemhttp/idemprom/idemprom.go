@@ -1,9 +1,3 @@
-// The idemprom build constraint keeps this package out of ./... until go.sum
-// holds client_golang's dependencies; remove it from the three files then:
-// go get github.com/prometheus/client_golang/prometheus@v1.25.0 \
-//	github.com/prometheus/client_golang/prometheus/testutil@v1.25.0
-
-//go:build idemprom
 
 // Package idemprom exports idemhttp's outcomes as Prometheus metrics. It is
 // the only idem package that imports the Prometheus client, so that
