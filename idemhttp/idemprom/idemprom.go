@@ -1,4 +1,3 @@
-
 // Package idemprom exports idemhttp's outcomes as Prometheus metrics. It is
 // the only idem package that imports the Prometheus client, so that
 // idemhttp itself stays on the standard library.
