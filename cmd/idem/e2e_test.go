@@ -171,6 +171,20 @@ func TestServeShutsDownGracefully(t *testing.T) {
 	if res := put("/transfers", `{"from":"a","to":"b","amount":5}`, "Idempotency-Key", "k1"); res.StatusCode != 201 {
 		t.Fatalf("POST /transfers: %s", res.Status)
 	}
+	if res := put("/transfers", `{"from":"a","to":"b","amount":5}`, "Idempotency-Key", "k1"); res.StatusCode != 201 || res.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry of POST /transfers: %s replayed=%q", res.Status, res.Header.Get("Idempotent-Replayed"))
+	}
+	res, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{`idem_http_requests_total{outcome="executed"} 1`, `idem_http_requests_total{outcome="replayed"} 1`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

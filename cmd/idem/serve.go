@@ -41,7 +41,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer b.close()
 	cfg := &transfers.Config{Logger: log}
-	setupMetrics(cfg)
+	if err := setupMetrics(cfg); err != nil {
+		return err
+	}
 	if *mode == "on" {
 		if cfg.Guard, err = idem.New(b.store, &idem.Config{TTL: *ttl}); err != nil {
 			return err
