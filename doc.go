@@ -24,7 +24,7 @@
 // In atomic mode the key's claim, the caller's effect and the recorded result
 // commit in one database transaction. The work passed to [Guard.Do] receives
 // a context that carries that transaction; each store package offers a typed
-// accessor (for example sqlitestore.Tx(ctx) returns the *sql.Tx). Nothing "in
+// accessor (for example sqlitestore.TxFrom(ctx) returns the *sql.Tx). Nothing "in
 // progress" is ever committed: a concurrent duplicate is detected by a lock
 // that belongs to the transaction, so a crash frees the key at once and the
 // retry runs the work again, safely.

@@ -14,6 +14,7 @@ package memstore
 import (
 	"context"
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/idemkit/idem"
@@ -54,7 +55,7 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rec, ok := s.records[k]; ok && !rec.Expired(p.Now) {
-		return &rec, nil, nil
+		return clone(rec), nil, nil
 	}
 	if s.locks[k] {
 		return nil, nil, idem.ErrInFlight
@@ -71,7 +72,7 @@ func (s *Store) Lookup(ctx context.Context, p *idem.LookupParams) (*idem.Record,
 	if !ok {
 		return nil, idem.ErrNotFound
 	}
-	return &rec, nil
+	return clone(rec), nil
 }
 
 // DeleteExpired implements idem.ExpiredDeleter.
@@ -89,6 +90,17 @@ func (s *Store) DeleteExpired(ctx context.Context, p *idem.DeleteExpiredParams) 
 		}
 	}
 	return n, nil
+}
+
+// clone copies a record deeply, so that callers never share the stored
+// header map or body with the store (as with a real database).
+func clone(r idem.Record) *idem.Record {
+	r.Result.Header = maps.Clone(r.Result.Header)
+	for k, v := range r.Result.Header {
+		r.Result.Header[k] = slices.Clone(v)
+	}
+	r.Result.Body = slices.Clone(r.Result.Body)
+	return &r
 }
 
 // Value returns a committed effect value written with Tx.Set.
@@ -148,7 +160,7 @@ func (tx *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	if old, ok := s.records[tx.key]; ok && !old.Expired(p.Now) {
 		return idem.ErrConflict
 	}
-	s.records[tx.key] = *p.Record
+	s.records[tx.key] = *clone(*p.Record)
 	maps.Copy(s.values, tx.staged)
 	return nil
 }
