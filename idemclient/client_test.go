@@ -384,6 +384,24 @@ func TestDoQuotedKey(t *testing.T) {
 	checkSameKeyAndBody(t, e.server.Seen(), in, 1)
 }
 
+// TestDoQuoteKey checks Config.QuoteKey: the sf-string form on the wire,
+// the same key for the server.
+func TestDoQuoteKey(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+	}, func(c *idemclient.Config) { c.QuoteKey = true })
+	in := e.intent(t, `{}`)
+	if _, err := e.client.Do(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	seen := e.server.Seen()
+	if got, want := seen[0].Key, `"`+in.Key+`"`; got != want {
+		t.Errorf("header: got %s, want %s", got, want)
+	}
+	checkSameKeyAndBody(t, seen, in, 1)
+}
+
 // TestDoIntentTooOld checks that an intent older than MaxIntentAge is not
 // sent: the server may have forgotten its key.
 func TestDoIntentTooOld(t *testing.T) {

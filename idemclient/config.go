@@ -22,6 +22,13 @@ type Config struct {
 	// unless keys come from elsewhere. Defaults to RandomKey.
 	NewKey func() string
 
+	// QuoteKey sends every key as an RFC 8941 sf-string ("abc"), the form
+	// the IETF idempotency-key draft specifies, for servers that parse the
+	// header strictly. Idem servers accept both forms. Defaults to false:
+	// a key that is a bare token (as RandomKey's and UUIDv7Key's are) is
+	// sent bare, any other key quoted.
+	QuoteKey bool
+
 	// MaxAttempts is the most attempts one Do makes. Defaults to 10.
 	MaxAttempts int
 

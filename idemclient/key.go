@@ -50,9 +50,10 @@ func uuidV7(now time.Time) string {
 // headerValue returns the Idempotency-Key field value for key: the key
 // itself when it is a bare token (the keys RandomKey and UUIDv7Key make
 // always are), or an RFC 8941 sf-string otherwise. Both forms parse back to
-// the same key with idem.ParseKey.
-func headerValue(key string) string {
-	if !strings.ContainsAny(key, "\",;\\") {
+// the same key with idem.ParseKey. With quote set, it is always an
+// sf-string.
+func headerValue(key string, quote bool) string {
+	if !quote && !strings.ContainsAny(key, "\",;\\") {
 		return key
 	}
 	var b strings.Builder

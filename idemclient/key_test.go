@@ -21,7 +21,7 @@ func TestRandomKey(t *testing.T) {
 			t.Fatalf("got %q twice", k)
 		}
 		seen[k] = true
-		if got, err := idem.ParseKey(headerValue(k)); err != nil || got != k {
+		if got, err := idem.ParseKey(headerValue(k, false)); err != nil || got != k {
 			t.Fatalf("ParseKey(headerValue(%q)): got %q, %v; want the key", k, got, err)
 		}
 	}
@@ -49,7 +49,7 @@ func TestUUIDv7Key(t *testing.T) {
 	if k := UUIDv7Key(); !re.MatchString(k) {
 		t.Errorf("UUIDv7Key: got %q, want a version 7 UUID", k)
 	}
-	if got, err := idem.ParseKey(headerValue(k)); err != nil || got != k {
+	if got, err := idem.ParseKey(headerValue(k, false)); err != nil || got != k {
 		t.Errorf("ParseKey(headerValue(%q)): got %q, %v; want the key", k, got, err)
 	}
 }
@@ -76,7 +76,7 @@ func TestHeaderValue(t *testing.T) {
 		{"a;b", `"a;b"`},
 	}
 	for _, tt := range tests {
-		got := headerValue(tt.key)
+		got := headerValue(tt.key, false)
 		if got != tt.want {
 			t.Errorf("headerValue(%q): got %q, want %q", tt.key, got, tt.want)
 		}
@@ -84,11 +84,17 @@ func TestHeaderValue(t *testing.T) {
 			t.Errorf("ParseKey(%q): got %q, %v; want %q", got, k, err, tt.key)
 		}
 	}
-	// Every visible ASCII character survives the round trip.
+	// Every visible ASCII character survives the round trip, bare or
+	// quoted.
 	for c := byte(0x21); c <= 0x7e; c++ {
 		key := "k" + string(c) + "k"
-		if k, err := idem.ParseKey(headerValue(key)); err != nil || k != key {
-			t.Errorf("ParseKey(headerValue(%q)): got %q, %v", key, k, err)
+		for _, quote := range []bool{false, true} {
+			if k, err := idem.ParseKey(headerValue(key, quote)); err != nil || k != key {
+				t.Errorf("ParseKey(headerValue(%q, %v)): got %q, %v", key, quote, k, err)
+			}
 		}
+	}
+	if got, want := headerValue("abc", true), `"abc"`; got != want {
+		t.Errorf("quoted: got %q, want %q", got, want)
 	}
 }
