@@ -69,7 +69,7 @@ func TestDoNoRetryOnClientError(t *testing.T) {
 // retried, with the same key and the same body on every attempt (rule C1).
 func TestDoRetriesStatuses(t *testing.T) {
 	t.Parallel()
-	for _, status := range idemclient.DefaultRetryStatuses {
+	for _, status := range idemclient.DefaultRetryStatuses() {
 		t.Run(http.StatusText(status), func(t *testing.T) {
 			t.Parallel()
 			e := setup(t, func(n int, w http.ResponseWriter, r *http.Request) {

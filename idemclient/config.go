@@ -101,14 +101,16 @@ const (
 	DefaultMaxIntentAge     = 12 * time.Hour
 )
 
-// DefaultRetryStatuses are the statuses retried by default: 409 (the key is
-// in flight), 429, 502, 503 and 504.
-var DefaultRetryStatuses = []int{
-	http.StatusConflict,
-	http.StatusTooManyRequests,
-	http.StatusBadGateway,
-	http.StatusServiceUnavailable,
-	http.StatusGatewayTimeout,
+// DefaultRetryStatuses returns the statuses retried by default: 409 (the
+// key is in flight), 429, 502, 503 and 504.
+func DefaultRetryStatuses() []int {
+	return []int{
+		http.StatusConflict,
+		http.StatusTooManyRequests,
+		http.StatusBadGateway,
+		http.StatusServiceUnavailable,
+		http.StatusGatewayTimeout,
+	}
 }
 
 func (c *Config) withDefaults() (Config, error) {
@@ -167,7 +169,7 @@ func (c *Config) withDefaults() (Config, error) {
 		out.MaxDelay = max(DefaultMaxDelay, out.BaseDelay)
 	}
 	if out.RetryStatuses == nil {
-		out.RetryStatuses = DefaultRetryStatuses
+		out.RetryStatuses = DefaultRetryStatuses()
 	}
 	if out.MaxResponseBytes == 0 {
 		out.MaxResponseBytes = DefaultMaxResponseBytes
