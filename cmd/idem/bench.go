@@ -2,6 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/idemkit/idem/internal/bench"
 )
 
 type benchCommand struct {
@@ -9,5 +17,64 @@ type benchCommand struct {
 }
 
 func (c *benchCommand) Run(ctx context.Context, args []string) error {
-	return usageError{"bench: not built yet"}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	db := fs.String("db", "", "SQLite file path, or a postgres:// URL (the run works in a fresh schema and drops it); empty for a fresh SQLite file in a temporary directory")
+	duration := fs.Duration("duration", bench.DefaultDuration, "measured time of each variant at each concurrency level")
+	levels := fs.String("concurrency", "1,8,32", "comma-separated numbers of concurrent clients of the overhead and replay scenarios")
+	storms := fs.Int("storms", bench.DefaultStorms, "duplicate storms of 100 requests with one key (and as many storms of reads)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	verbose := fs.Bool("v", false, "show the services' logs")
+	if err := c.parse(fs, args, "bench [-db <sqlite-path | postgres://…>] [--json] [-duration 3s] [-concurrency 1,8,32]"); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("bench: unexpected argument %q (run \"idem bench -h\")", fs.Arg(0))}
+	}
+	conc, err := parseLevels(*levels)
+	if err != nil {
+		return usageError{"bench: -concurrency: " + err.Error()}
+	}
+	if *duration <= 0 || *storms <= 0 {
+		return usageError{"bench: -duration and -storms must be positive"}
+	}
+	cfg := &bench.Config{DB: *db, Duration: *duration, Concurrency: conc, Storms: *storms, Progress: c.Stderr}
+	if *verbose {
+		cfg.ServerLog = c.Stderr
+	}
+	fmt.Fprintf(c.Stderr, "idem bench: overhead and replay at %v clients, %s per variant and level, then %d duplicate storms\n",
+		conc, *duration, *storms)
+	rep, err := bench.Run(ctx, cfg)
+	if rep == nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(c.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(c.Stdout)
+		if err := bench.WriteTable(c.Stdout, rep); err != nil {
+			return err
+		}
+		fmt.Fprintln(c.Stdout, "\nA missed bar is a measurement, not a failure; a broken invariant (a storm with other than one effect) fails the command.")
+	}
+	if errors.Is(err, bench.ErrInvariant) {
+		return fmt.Errorf("bench: %w", err)
+	}
+	return err
+}
+
+// parseLevels parses "1,8,32".
+func parseLevels(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("want positive numbers separated by commas, got %q", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

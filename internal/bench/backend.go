@@ -1,0 +1,148 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/examples/transfers"
+	"github.com/idemkit/idem/pgstore"
+	"github.com/idemkit/idem/sqlitestore"
+	"github.com/jackc/pgx/v5"
+)
+
+// backend is the database of a run: the idem store and the ledger in it.
+type backend struct {
+	kind   string // "sqlite" or "postgres"
+	desc   string // for the report, without a password
+	pool   int
+	store  idem.Store
+	ledger *transfers.Database
+
+	// transfers counts the rows of the ledger's transfers table.
+	transfers func(ctx context.Context) (int64, error)
+	// close closes the store and removes what open created.
+	close func(ctx context.Context) error
+}
+
+// IsPostgres reports whether db names a PostgreSQL database.
+func IsPostgres(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+func open(ctx context.Context, db string) (*backend, error) {
+	if IsPostgres(db) {
+		return openPostgres(ctx, db)
+	}
+	return openSQLite(ctx, db)
+}
+
+// openSQLite opens the file at path, or a fresh file in a temporary
+// directory when path is empty.
+func openSQLite(ctx context.Context, path string) (*backend, error) {
+	cleanup := func() {}
+	if path == "" {
+		dir, err := os.MkdirTemp("", "idem-bench-")
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		path = filepath.Join(dir, "bench.db")
+		cleanup = func() { os.RemoveAll(dir) }
+	}
+	s, err := sqlitestore.Open(ctx, path, nil)
+	if err != nil {
+		cleanup()
+		return nil, fmt.Errorf("bench: open %s: %w", path, err)
+	}
+	return &backend{
+		kind:   "sqlite",
+		desc:   path,
+		pool:   s.DB().Stats().MaxOpenConnections,
+		store:  s,
+		ledger: transfers.SQLite(s),
+		transfers: func(ctx context.Context) (n int64, err error) {
+			err = s.DB().QueryRowContext(ctx, `SELECT count(*) FROM transfers`).Scan(&n)
+			return n, err
+		},
+		close: func(context.Context) error {
+			err := s.Close()
+			cleanup()
+			return err
+		},
+	}, nil
+}
+
+// openPostgres creates a fresh schema in the database at dsn, opens a
+// store whose connections and records work in it, and drops the schema on
+// close.
+func openPostgres(ctx context.Context, dsn string) (*backend, error) {
+	schema, scoped, err := freshSchema(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("bench: create a schema in %s: %w", redact(dsn), err)
+	}
+	drop := func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		return err
+	}
+	s, err := pgstore.Open(ctx, scoped, &pgstore.Config{Schema: schema})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("bench: open %s: %w", redact(dsn), err), drop(context.WithoutCancel(ctx)))
+	}
+	table := pgx.Identifier{schema, "transfers"}.Sanitize()
+	return &backend{
+		kind:   "postgres",
+		desc:   redact(dsn) + " (schema " + schema + ", dropped at the end)",
+		pool:   int(s.Pool().Config().MaxConns),
+		store:  s,
+		ledger: transfers.Postgres(s),
+		transfers: func(ctx context.Context) (n int64, err error) {
+			err = s.Pool().QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n)
+			return n, err
+		},
+		close: func(ctx context.Context) error {
+			s.Close()
+			return drop(ctx)
+		},
+	}, nil
+}
+
+// freshSchema creates a new schema in the database at dsn and returns its
+// name and a URL whose connections work in it.
+func freshSchema(ctx context.Context, dsn string) (schema, scoped string, err error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return "", "", err
+	}
+	defer conn.Close(ctx)
+	schema = fmt.Sprintf("idem_bench_%d", time.Now().UnixNano())
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return "", "", err
+	}
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	return schema, dsn + sep + "search_path=" + schema, nil
+}
+
+// redact hides a password in a database URL.
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "postgres://…"
+	}
+	return u.Redacted()
+}

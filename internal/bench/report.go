@@ -1,0 +1,131 @@
+package bench
+
+import "fmt"
+
+// Report is the outcome of one Run. Its JSON form is the machine-readable
+// report of "idem bench --json".
+type Report struct {
+	Backend     string       `json:"backend"`        // "sqlite" or "postgres"
+	Database    string       `json:"database"`       // file path, or URL without password, and schema
+	PoolSize    int          `json:"pool_max_conns"` // database connections shared by both services
+	Machine     Machine      `json:"machine"`
+	Duration    string       `json:"duration"` // measured time per variant and level
+	Rounds      int          `json:"rounds"`   // rounds per variant and level
+	Concurrency []int        `json:"concurrency"`
+	Started     string       `json:"started"`
+	Elapsed     string       `json:"elapsed"`
+	Overhead    []Comparison `json:"overhead"`
+	Replay      []Comparison `json:"replay"`
+	Storm       Storm        `json:"storm"`
+	Ledger      Ledger       `json:"ledger"`
+
+	// Problems lists the broken invariants; empty when all held.
+	Problems []string `json:"problems"`
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	CPUs       int    `json:"cpus"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	OS         string `json:"os"`
+	Arch       string `json:"arch"`
+	Go         string `json:"go"`
+}
+
+// Variant is what the clients measured for one variant of a scenario.
+type Variant struct {
+	Name      string         `json:"name"`
+	Requests  int            `json:"requests"` // expected answers
+	Errors    int            `json:"errors"`   // anything else: other statuses, transport errors
+	Seconds   float64        `json:"seconds"`  // measured wall time (0 for storms)
+	ReqPerSec float64        `json:"req_per_sec"`
+	P50Ms     float64        `json:"p50_ms"`
+	P99Ms     float64        `json:"p99_ms"`
+	Statuses  map[string]int `json:"statuses"` // "201", "201 replayed", "409", "transport error", …
+}
+
+// Comparison is one scenario at one concurrency level: a base variant, the
+// subject measured against it, and the ratio the bar judges.
+type Comparison struct {
+	Scenario    string  `json:"scenario"` // "overhead" or "replay"
+	Concurrency int     `json:"concurrency"`
+	Base        Variant `json:"base"`    // plain, or first executions
+	Subject     Variant `json:"subject"` // idem, or replays
+	Ratio       float64 `json:"ratio"`   // subject req/s ÷ base req/s
+	Bar         Bar     `json:"bar"`
+}
+
+// Storm is the duplicate-storm scenario.
+type Storm struct {
+	Storms int `json:"storms"`
+	Size   int `json:"size"` // concurrent requests per storm
+
+	// Answers are the storm requests other than the one that executed
+	// (409 or replay); Reads are all the requests of the read storms.
+	Answers Variant `json:"answers"`
+	Reads   Variant `json:"reads"`
+	Ratio   float64 `json:"ratio"` // p99 answers ÷ p99 reads
+	Bar     Bar     `json:"bar"`
+
+	// Effects is the number of transfers the storms applied, read on the
+	// destination account's balance: one per storm when all is well.
+	Effects  int64 `json:"effects"`
+	Executed int   `json:"executed"`  // answers 201 not replayed
+	Replayed int   `json:"replayed"`  // answers 201 replayed
+	InFlight int   `json:"in_flight"` // answers 409
+	Other    int   `json:"other"`     // anything else
+}
+
+// Ledger is the audit at the end of the run.
+type Ledger struct {
+	Transfers int64 `json:"transfers"` // rows added to the transfers table
+	Created   int64 `json:"created"`   // 201 answers that were not replays
+	Conserved bool  `json:"conserved"` // the sum of the bench accounts' balances did not change
+}
+
+// Bar is a threshold of the design brief.
+type Bar struct {
+	Op    string  `json:"op"` // ">=" or "<="
+	Value float64 `json:"value"`
+	// Applies is false where the brief does not set this bar (the
+	// overhead bar is for PostgreSQL); Pass is then only indicative.
+	Applies bool   `json:"applies"`
+	Pass    bool   `json:"pass"`
+	Note    string `json:"note,omitempty"`
+}
+
+func newBar(op string, value, ratio float64, applies bool, note string) Bar {
+	b := Bar{Op: op, Value: value, Applies: applies, Note: note}
+	switch op {
+	case ">=":
+		b.Pass = ratio >= value
+	case "<=":
+		b.Pass = ratio > 0 && ratio <= value
+	}
+	return b
+}
+
+// String is the bar as the table prints it: "≥ 0.85".
+func (b Bar) String() string {
+	op := "≥"
+	if b.Op == "<=" {
+		op = "≤"
+	}
+	s := fmt.Sprintf("%s %g", op, b.Value)
+	if b.Note != "" {
+		s += " (" + b.Note + ")"
+	}
+	return s
+}
+
+// Verdict is "pass", "MISS", or, where the bar does not apply, "n/a".
+func (b Bar) Verdict() string {
+	switch {
+	case !b.Applies:
+		return "n/a"
+	case b.Pass:
+		return "pass"
+	default:
+		return "MISS"
+	}
+}

@@ -1,0 +1,172 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// The storm's accounts: every storm moves 1 cent from stormSrc to stormDst,
+// so stormDst's balance counts the storms' effects.
+const (
+	stormSrc = "storm-src"
+	stormDst = "storm-dst"
+)
+
+var stormBody = fmt.Appendf(nil, `{"from":%q,"to":%q,"amount":1}`, stormSrc, stormDst)
+
+// burst starts n goroutines, parks them at a barrier, releases them
+// together and returns what each one's call of do answered, timed from its
+// own start.
+func burst(ctx context.Context, n int, do func(ctx context.Context) (answer, error)) []timed {
+	out := make([]timed, n)
+	var ready, done sync.WaitGroup
+	release := make(chan struct{})
+	for i := range n {
+		ready.Add(1)
+		done.Go(func() {
+			ready.Done()
+			<-release
+			t0 := time.Now()
+			a, err := do(ctx)
+			out[i] = timed{a, err, time.Since(t0)}
+		})
+	}
+	ready.Wait()
+	close(release)
+	done.Wait()
+	return out
+}
+
+type timed struct {
+	answer
+	err error
+	lat time.Duration
+}
+
+// storms runs the duplicate storms, each with its own key, alternating with
+// storms of plain reads, and checks each one's effect on the balance.
+func (r *runner) storms(ctx context.Context, rep *Report) error {
+	size := r.cfg.StormSize
+	st := Storm{Storms: r.cfg.Storms, Size: size}
+	answers, reads := newTally("409 or replay"), newTally("reads (GET)")
+
+	// Open the storm's connections once, so that no storm opens new ones.
+	for range 2 {
+		burst(ctx, size, func(ctx context.Context) (answer, error) {
+			return r.client.do(ctx, http.MethodGet, r.idem.URL+"/healthz", "", nil)
+		})
+	}
+	before, err := r.client.balance(ctx, r.idem.URL, stormDst)
+	if err != nil {
+		return err
+	}
+	readURL := r.idem.URL + "/accounts/" + accountID(0)
+	postURL := r.idem.URL + "/transfers"
+	for i := range r.cfg.Storms {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		readStorm := func() {
+			got := burst(ctx, size, func(ctx context.Context) (answer, error) {
+				return r.client.do(ctx, http.MethodGet, readURL, "", nil)
+			})
+			samples := make([]sample, 0, len(got))
+			for _, g := range got {
+				switch {
+				case g.err != nil:
+					samples = append(samples, sample{transportError(ctx), false, g.lat})
+				default:
+					samples = append(samples, sample{g.label(), g.status == http.StatusOK, g.lat})
+				}
+			}
+			reads.add(samples)
+		}
+		keyStorm := func() error {
+			key := r.runID + "-s-" + strconv.Itoa(i)
+			got := burst(ctx, size, func(ctx context.Context) (answer, error) {
+				return r.client.do(ctx, http.MethodPost, postURL, key, stormBody)
+			})
+			after, err := r.client.balance(ctx, r.idem.URL, stormDst)
+			if err != nil {
+				return err
+			}
+			r.checkStorm(ctx, &st, answers, i, got, after-before)
+			before = after
+			return nil
+		}
+		var err error
+		if i%2 == 0 {
+			err = keyStorm()
+			readStorm()
+		} else {
+			readStorm()
+			err = keyStorm()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	st.Answers, st.Reads = answers.variant(), reads.variant()
+	st.Ratio = ratio(st.Answers.P99Ms, st.Reads.P99Ms)
+	st.Bar = newBar("<=", 2, st.Ratio, true, "p99")
+	rep.Storm = st
+	r.progress("storm: %d storms of %d: %d effects; p99 409/replay %.2fms, p99 reads %.2fms: %.2f× (%s)",
+		st.Storms, st.Size, st.Effects, st.Answers.P99Ms, st.Reads.P99Ms, st.Ratio, st.Bar.Verdict())
+	return nil
+}
+
+// checkStorm classifies the answers of storm i, whose effect on the
+// destination balance was delta, and records any broken invariant: exactly
+// one execution and one effect, every other answer a 409 or a replay of
+// the executed answer.
+func (r *runner) checkStorm(ctx context.Context, st *Storm, answers *tally, i int, got []timed, delta int64) {
+	st.Effects += delta
+	var (
+		executed [][]byte
+		samples  = make([]sample, 0, len(got))
+	)
+	for _, g := range got {
+		if g.err == nil && g.status == http.StatusCreated && !g.replayed {
+			executed = append(executed, g.body)
+			r.created.Add(1)
+		}
+	}
+	st.Executed += len(executed)
+	for _, g := range got {
+		switch {
+		case g.err != nil:
+			st.Other++
+			r.problem("storm %d: a request failed: %v", i, g.err)
+			samples = append(samples, sample{transportError(ctx), false, g.lat})
+		case g.status == http.StatusCreated && !g.replayed:
+			// The one execution: not an "answer at once", not sampled.
+		case g.status == http.StatusConflict:
+			st.InFlight++
+			samples = append(samples, sample{g.label(), true, g.lat})
+		case g.status == http.StatusCreated && g.replayed:
+			st.Replayed++
+			ok := len(executed) == 1 && bytes.Equal(g.body, executed[0])
+			if !ok && len(executed) == 1 {
+				r.problem("storm %d: a replay answered %q, the execution %q", i, g.body, executed[0])
+			}
+			samples = append(samples, sample{g.label(), ok, g.lat})
+		default:
+			st.Other++
+			r.problem("storm %d: a request was answered %d %s (want 201, 409 or a replay)", i, g.status, bytes.TrimSpace(g.body))
+			samples = append(samples, sample{g.label(), false, g.lat})
+		}
+	}
+	answers.add(samples)
+	if len(executed) != 1 || delta != 1 {
+		r.problem("storm %d: %d requests with one key executed %d times and moved %d cents (want exactly 1)", i, len(got), len(executed), delta)
+		r.progress("storm %d: DUPLICATE OR MISSING EFFECT: %d executions, balance moved by %d", i, len(executed), delta)
+	}
+}

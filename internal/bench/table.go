@@ -1,0 +1,102 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable writes the report as a table with a few lines of context.
+func WriteTable(w io.Writer, rep *Report) error {
+	m := rep.Machine
+	fmt.Fprintf(w, "backend:  %s %s, pool of %d connections shared by both services\n", rep.Backend, rep.Database, rep.PoolSize)
+	fmt.Fprintf(w, "machine:  %d CPUs (GOMAXPROCS %d), %s/%s, %s; clients and servers in one process, HTTP on loopback\n",
+		m.CPUs, m.GOMAXPROCS, m.OS, m.Arch, m.Go)
+	fmt.Fprintf(w, "measured: %s per variant and level, in %d alternating rounds (A B B A …); started %s, took %s\n\n",
+		rep.Duration, rep.Rounds, rep.Started, rep.Elapsed)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "scenario\tclients\tvariant\trequests\terrors\treq/s\tp50\tp99\tratio\tbar\tverdict")
+	row := func(scenario string, c int, v Variant, rps bool, tail string) {
+		r := "-"
+		if rps {
+			r = strconv.FormatFloat(v.ReqPerSec, 'f', 0, 64)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n",
+			scenario, c, v.Name, v.Requests, v.Errors, r, fmtMs(v.P50Ms), fmtMs(v.P99Ms), tail)
+	}
+	for _, group := range [][]Comparison{rep.Overhead, rep.Replay} {
+		for _, cmp := range group {
+			row(cmp.Scenario, cmp.Concurrency, cmp.Base, true, "\t\t")
+			row(cmp.Scenario, cmp.Concurrency, cmp.Subject, true,
+				fmt.Sprintf("%.2f× req/s\t%s\t%s", cmp.Ratio, cmp.Bar, cmp.Bar.Verdict()))
+		}
+	}
+	st := rep.Storm
+	row("storm", st.Size, st.Reads, false, "\t\t")
+	row("storm", st.Size, st.Answers, false, fmt.Sprintf("%.2f× p99\t%s\t%s", st.Ratio, st.Bar, st.Bar.Verdict()))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(w, "\nstorm:  %d storms of %d requests with one key each: %d effects (want %d); the others answered %d × 409, %d × replay, %d × other\n",
+		st.Storms, st.Size, st.Effects, st.Storms, st.InFlight, st.Replayed, st.Other)
+	conserved := "money conserved"
+	if !rep.Ledger.Conserved {
+		conserved = "MONEY NOT CONSERVED"
+	}
+	fmt.Fprintf(w, "ledger: %d transfers written, %d answered 201 (not replayed); %s\n",
+		rep.Ledger.Transfers, rep.Ledger.Created, conserved)
+	if errs := errorStatuses(rep); errs != "" {
+		fmt.Fprintf(w, "errors: %s\n", errs)
+	}
+	for _, p := range rep.Problems {
+		fmt.Fprintf(w, "INVARIANT BROKEN: %s\n", p)
+	}
+	return nil
+}
+
+// errorStatuses lists the unexpected answers per variant, if any.
+func errorStatuses(rep *Report) string {
+	var parts []string
+	add := func(where string, v Variant, expected ...string) {
+		if v.Errors == 0 {
+			return
+		}
+		var s []string
+		for _, k := range slices.Sorted(maps.Keys(v.Statuses)) {
+			if !slices.Contains(expected, k) {
+				s = append(s, fmt.Sprintf("%d × %s", v.Statuses[k], k))
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s %s: %s", where, v.Name, strings.Join(s, ", ")))
+	}
+	for _, c := range rep.Overhead {
+		add(fmt.Sprintf("overhead c=%d", c.Concurrency), c.Base, "201")
+		add(fmt.Sprintf("overhead c=%d", c.Concurrency), c.Subject, "201")
+	}
+	for _, c := range rep.Replay {
+		add(fmt.Sprintf("replay c=%d", c.Concurrency), c.Base, "201")
+		add(fmt.Sprintf("replay c=%d", c.Concurrency), c.Subject, "201 replayed")
+	}
+	add("storm", rep.Storm.Reads, "200")
+	add("storm", rep.Storm.Answers, "409", "201 replayed")
+	return strings.Join(parts, "; ")
+}
+
+// fmtMs prints a latency in milliseconds with about three significant
+// digits.
+func fmtMs(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0fms", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1fms", v)
+	default:
+		return fmt.Sprintf("%.2fms", v)
+	}
+}
