@@ -91,5 +91,8 @@ func run(ctx context.Context) error {
 	if applied != 1 || alice != 5000 || bob != 5000 {
 		return errors.New("the transfer was not applied exactly once")
 	}
+	if !errors.Is(duplicate, idem.ErrInFlight) {
+		return fmt.Errorf("the concurrent duplicate was not refused: %v", duplicate)
+	}
 	return nil
 }
