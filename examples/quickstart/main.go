@@ -81,7 +81,8 @@ func run(ctx context.Context) error {
 	other := req
 	other.Fingerprint = idem.NewFingerprint(idem.FingerprintInput{Method: "POST", Route: "/transfers", Body: []byte(`{"from":"alice","to":"bob","amount":9000}`), JSON: true})
 	_, _, err = guard.Do(ctx, other, transfer)
-	fmt.Printf("same key, other body:   mismatch=%v\n", errors.Is(err, idem.ErrMismatch))
+	mismatch := errors.Is(err, idem.ErrMismatch)
+	fmt.Printf("same key, other body:   mismatch=%v\n", mismatch)
 
 	var alice, bob int
 	if err := store.DB().QueryRowContext(ctx, `SELECT (SELECT balance FROM accounts WHERE id='alice'), (SELECT balance FROM accounts WHERE id='bob')`).Scan(&alice, &bob); err != nil {
@@ -90,6 +91,9 @@ func run(ctx context.Context) error {
 	fmt.Printf("transfer applied %d time(s); balances: alice=%d bob=%d\n", applied, alice, bob)
 	if applied != 1 || alice != 5000 || bob != 5000 {
 		return errors.New("the transfer was not applied exactly once")
+	}
+	if !mismatch {
+		return errors.New("the same key with another body was not rejected")
 	}
 	if !errors.Is(duplicate, idem.ErrInFlight) {
 		return fmt.Errorf("the concurrent duplicate was not refused: %v", duplicate)
