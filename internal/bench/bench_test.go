@@ -82,7 +82,7 @@ func checkReport(t *testing.T, rep *Report, cfg *Config) {
 	if got, want := st.Reads.Requests, cfg.Storms*DefaultStormSize; got != want {
 		t.Errorf("storm: %d reads, want %d", got, want)
 	}
-	if st.Answers.P99Ms <= 0 || st.Reads.P99Ms <= 0 || st.Ratio <= 0 {
+	if st.Answers.P99Ms <= 0 || st.Reads.P99Ms <= 0 || st.Ratio <= 0 || st.MedianPairRatio <= 0 {
 		t.Errorf("storm: percentiles not filled: %+v", st)
 	}
 

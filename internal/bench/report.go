@@ -64,8 +64,13 @@ type Storm struct {
 	// (409 or replay); Reads are all the requests of the read storms.
 	Answers Variant `json:"answers"`
 	Reads   Variant `json:"reads"`
-	Ratio   float64 `json:"ratio"` // p99 answers ÷ p99 reads
+	Ratio   float64 `json:"ratio"` // p99 answers ÷ p99 reads, over all storms
 	Bar     Bar     `json:"bar"`
+
+	// MedianPairRatio is the median, over the storms, of the p99 of one
+	// storm's answers ÷ the p99 of the read storm run next to it: less
+	// sensitive than Ratio to one storm hit by a pause on the machine.
+	MedianPairRatio float64 `json:"median_pair_ratio"`
 
 	// Effects is the number of transfers the storms applied, read on the
 	// destination account's balance: one per storm when all is well.

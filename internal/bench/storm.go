@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -65,16 +66,19 @@ func (r *runner) storms(ctx context.Context, rep *Report) error {
 	if err != nil {
 		return err
 	}
+	var pairs []float64 // per storm: p99 of its answers ÷ p99 of the adjacent read storm
 	readURL := r.idem.URL + "/accounts/" + accountID(0)
 	postURL := r.idem.URL + "/transfers"
 	for i := range r.cfg.Storms {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		var readP99, answerP99 time.Duration
 		readStorm := func() {
 			got := burst(ctx, size, func(ctx context.Context) (answer, error) {
 				return r.client.do(ctx, http.MethodGet, readURL, "", nil)
 			})
+			readP99 = p99(got, func(timed) bool { return true })
 			samples := make([]sample, 0, len(got))
 			for _, g := range got {
 				switch {
@@ -96,6 +100,7 @@ func (r *runner) storms(ctx context.Context, rep *Report) error {
 				return err
 			}
 			r.checkStorm(ctx, &st, answers, i, got, after-before)
+			answerP99 = p99(got, func(g timed) bool { return g.err == nil && g.replayed || g.status == http.StatusConflict })
 			before = after
 			return nil
 		}
@@ -110,6 +115,7 @@ func (r *runner) storms(ctx context.Context, rep *Report) error {
 		if err != nil {
 			return err
 		}
+		pairs = append(pairs, ratio(float64(answerP99), float64(readP99)))
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -117,6 +123,8 @@ func (r *runner) storms(ctx context.Context, rep *Report) error {
 	st.Answers, st.Reads = answers.variant(), reads.variant()
 	st.Ratio = ratio(st.Answers.P99Ms, st.Reads.P99Ms)
 	st.Bar = newBar("<=", 2, st.Ratio, true, "p99")
+	slices.Sort(pairs)
+	st.MedianPairRatio = pairs[len(pairs)/2]
 	rep.Storm = st
 	r.progress("storm: %d storms of %d: %d effects; p99 409/replay %.2fms, p99 reads %.2fms: %.2f× (%s)",
 		st.Storms, st.Size, st.Effects, st.Answers.P99Ms, st.Reads.P99Ms, st.Ratio, st.Bar.Verdict())
@@ -169,4 +177,16 @@ func (r *runner) checkStorm(ctx context.Context, st *Storm, answers *tally, i in
 		r.problem("storm %d: %d requests with one key executed %d times and moved %d cents (want exactly 1)", i, len(got), len(executed), delta)
 		r.progress("storm %d: DUPLICATE OR MISSING EFFECT: %d executions, balance moved by %d", i, len(executed), delta)
 	}
+}
+
+// p99 is the nearest-rank p99 latency of the answers that keep selects.
+func p99(got []timed, keep func(timed) bool) time.Duration {
+	var lats []time.Duration
+	for _, g := range got {
+		if keep(g) {
+			lats = append(lats, g.lat)
+		}
+	}
+	slices.Sort(lats)
+	return percentile(lats, 0.99)
 }

@@ -43,8 +43,9 @@ func WriteTable(w io.Writer, rep *Report) error {
 		return err
 	}
 
-	fmt.Fprintf(w, "\nstorm:  %d storms of %d requests with one key each: %d effects (want %d); the others answered %d × 409, %d × replay, %d × other\n",
+	fmt.Fprintf(w, "\nstorm:  %d storms of %d requests with one key each: %d effects (want %d); the others answered %d × 409, %d × replay, %d × other;\n",
 		st.Storms, st.Size, st.Effects, st.Storms, st.InFlight, st.Replayed, st.Other)
+	fmt.Fprintf(w, "        median over storms of p99 answers ÷ p99 of the adjacent read storm: %.2f×\n", st.MedianPairRatio)
 	conserved := "money conserved"
 	if !rep.Ledger.Conserved {
 		conserved = "MONEY NOT CONSERVED"
