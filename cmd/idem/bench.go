@@ -50,6 +50,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	if *asJSON {
 		enc := json.NewEncoder(c.Stdout)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
 		if err := enc.Encode(rep); err != nil {
 			return err
 		}
