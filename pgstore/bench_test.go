@@ -1,0 +1,359 @@
+package pgstore_test
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/pgstore"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The benchmarks share one shape: a pool of benchPoolSize connections on
+// a schema with accounts and transfers, and the store's table.
+const (
+	benchAccounts = 1000
+	benchPoolSize = 32
+)
+
+type benchEnv struct {
+	pool  *pgxpool.Pool
+	store *pgstore.Store
+	guard *idem.Guard
+	run   string // prefix that makes this run's keys unique
+}
+
+func benchSetup(b *testing.B, cfg *pgstore.Config) *benchEnv {
+	b.Helper()
+	requireServer(b)
+	schema := newSchemaName(b)
+	pool := newPool(b, schema, "", benchPoolSize)
+	var c pgstore.Config
+	if cfg != nil {
+		c = *cfg
+	}
+	c.Schema = schema
+	s, err := pgstore.New(context.Background(), pool, &c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, q := range []string{
+		`CREATE TABLE accounts (id integer PRIMARY KEY, balance bigint NOT NULL)`,
+		fmt.Sprintf(`INSERT INTO accounts SELECT g, 1000000 FROM generate_series(1, %d) g`, benchAccounts),
+		`CREATE TABLE transfers (id bigserial PRIMARY KEY, key text, src integer NOT NULL, dst integer NOT NULL, amount bigint NOT NULL)`,
+		`VACUUM ANALYZE accounts`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	g, err := idem.New(s, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var r [4]byte
+	_, _ = crand.Read(r[:])
+	return &benchEnv{pool: pool, store: s, guard: g, run: hex.EncodeToString(r[:])}
+}
+
+// transfer is the effect: two balance updates, in id order so that
+// concurrent transfers never deadlock, and the transfer row.
+func transfer(ctx context.Context, tx pgx.Tx, key string, rng *rand.Rand) error {
+	a, c := 1+rng.IntN(benchAccounts), 1+rng.IntN(benchAccounts-1)
+	if c >= a {
+		c++
+	}
+	lo, hi := min(a, c), max(a, c)
+	if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - 1 WHERE id = $1`, lo); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance + 1 WHERE id = $1`, hi); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO transfers (key, src, dst, amount) VALUES ($1, $2, $3, 1)`, key, lo, hi)
+	return err
+}
+
+func (e *benchEnv) idemTransfer(ctx context.Context, key string, rng *rand.Rand) (bool, error) {
+	_, replayed, err := e.guard.Do(ctx, idem.Request{Scope: "bench", Key: key, Fingerprint: "fp"}, func(ctx context.Context) (idem.Result, error) {
+		tx, _ := pgstore.TxFrom(ctx)
+		if err := transfer(ctx, tx, key, rng); err != nil {
+			return idem.Result{}, err
+		}
+		return idem.Result{Status: 201, Header: map[string][]string{"Content-Type": {"application/json"}}, Body: []byte(`{"id":"` + key + `","status":"done"}`)}, nil
+	})
+	return replayed, err
+}
+
+func (e *benchEnv) plainTransfer(ctx context.Context, key string, rng *rand.Rand) error {
+	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error { return transfer(ctx, tx, key, rng) })
+}
+
+// parallel runs b.N calls of op over conc goroutines and reports ops/s.
+func parallel(b *testing.B, conc int, op func(n int64, rng *rand.Rand) error) {
+	b.Helper()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for w := range conc {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
+			for {
+				n := next.Add(1) - 1
+				if n >= int64(b.N) {
+					return
+				}
+				if err := op(n, rng); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
+}
+
+// BenchmarkTransfer compares a transfer with idem (Guard.Do, one new key a
+// call) and without (a plain transaction), same pool, same concurrency.
+func BenchmarkTransfer(b *testing.B) {
+	for _, conc := range []int{1, 8, 32} {
+		b.Run(fmt.Sprintf("Plain/conc=%d", conc), func(b *testing.B) {
+			e := benchSetup(b, nil)
+			parallel(b, conc, func(n int64, rng *rand.Rand) error {
+				return e.plainTransfer(context.Background(), fmt.Sprint(e.run, n), rng)
+			})
+		})
+		for _, probe := range []bool{false, true} {
+			b.Run(fmt.Sprintf("Idem/probe=%v/conc=%d", probe, conc), func(b *testing.B) {
+				e := benchSetup(b, &pgstore.Config{ReplayProbe: probe})
+				parallel(b, conc, func(n int64, rng *rand.Rand) error {
+					_, err := e.idemTransfer(context.Background(), fmt.Sprint(e.run, n), rng)
+					return err
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkReplay measures retries of completed keys (replays), to compare
+// with the first executions of BenchmarkTransfer/Idem at the same
+// concurrency.
+func BenchmarkReplay(b *testing.B) {
+	const keys = 2000
+	for _, probe := range []bool{false, true} {
+		for _, conc := range []int{1, 8, 32} {
+			b.Run(fmt.Sprintf("probe=%v/conc=%d", probe, conc), func(b *testing.B) {
+				e := benchSetup(b, &pgstore.Config{ReplayProbe: probe})
+				rng := rand.New(rand.NewPCG(1, 2))
+				for i := range keys {
+					if _, err := e.idemTransfer(context.Background(), fmt.Sprint(e.run, i), rng); err != nil {
+						b.Fatal(err)
+					}
+				}
+				parallel(b, conc, func(n int64, rng *rand.Rand) error {
+					replayed, err := e.idemTransfer(context.Background(), fmt.Sprint(e.run, n%keys), rng)
+					if err == nil && !replayed {
+						err = fmt.Errorf("key %d was not replayed", n%keys)
+					}
+					return err
+				})
+			})
+		}
+	}
+}
+
+const stormCallers = 100
+
+// BenchmarkStorm sends 100 concurrent requests with one key, once an
+// iteration: exactly one runs the transfer, the others are answered at
+// once (in flight, or a replay once it committed). It reports the p50 and
+// p99 latency of those answers beside the same storm of plain reads (one
+// SELECT of an account each) and their ratio.
+func BenchmarkStorm(b *testing.B) {
+	for _, probe := range []bool{false, true} {
+		b.Run(fmt.Sprintf("probe=%v", probe), func(b *testing.B) {
+			e := benchSetup(b, &pgstore.Config{ReplayProbe: probe})
+			ctx := context.Background()
+			var answers, reads []time.Duration
+			var inFlight, replays int
+			b.ResetTimer()
+			// Two storms first, unmeasured, fill the pool with
+			// connections that have every statement prepared.
+			const warm = 2
+			for i := range b.N + warm {
+				if i == warm {
+					answers, reads, inFlight, replays = nil, nil, 0, 0
+				}
+				key := fmt.Sprint(e.run, "-storm-", i)
+				type result struct {
+					d        time.Duration
+					replayed bool
+					err      error
+				}
+				results := make(chan result, stormCallers)
+				start := make(chan struct{})
+				var wg sync.WaitGroup
+				for c := range stormCallers {
+					wg.Go(func() {
+						rng := rand.New(rand.NewPCG(uint64(c), uint64(i)))
+						<-start
+						t := time.Now()
+						replayed, err := e.idemTransfer(ctx, key, rng)
+						results <- result{time.Since(t), replayed, err}
+					})
+				}
+				close(start)
+				wg.Wait()
+				close(results)
+				executed := 0
+				for r := range results {
+					switch {
+					case r.err == nil && !r.replayed:
+						executed++
+					case r.err == nil:
+						replays++
+						answers = append(answers, r.d)
+					case errorsIsInFlight(r.err):
+						inFlight++
+						answers = append(answers, r.d)
+					default:
+						b.Fatalf("storm answer: %v", r.err)
+					}
+				}
+				var effects int
+				if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM transfers WHERE key = $1`, key).Scan(&effects); err != nil {
+					b.Fatal(err)
+				}
+				if executed != 1 || effects != 1 {
+					b.Fatalf("storm %d: %d executions, %d effects; want exactly 1", i, executed, effects)
+				}
+
+				// The same storm of plain reads.
+				durs := make(chan time.Duration, stormCallers)
+				start = make(chan struct{})
+				for c := range stormCallers {
+					wg.Go(func() {
+						<-start
+						t := time.Now()
+						var bal int64
+						if err := e.pool.QueryRow(ctx, `SELECT balance FROM accounts WHERE id = $1`, 1+c%benchAccounts).Scan(&bal); err != nil {
+							b.Error(err)
+						}
+						durs <- time.Since(t)
+					})
+				}
+				close(start)
+				wg.Wait()
+				close(durs)
+				for d := range durs {
+					reads = append(reads, d)
+				}
+			}
+			b.StopTimer()
+			ap50, ap99 := percentile(answers, 50), percentile(answers, 99)
+			rp50, rp99 := percentile(reads, 50), percentile(reads, 99)
+			b.ReportMetric(ms(ap50), "answer-p50-ms")
+			b.ReportMetric(ms(ap99), "answer-p99-ms")
+			b.ReportMetric(ms(rp50), "read-p50-ms")
+			b.ReportMetric(ms(rp99), "read-p99-ms")
+			b.ReportMetric(ms(ap99)/ms(rp99), "p99-ratio")
+			b.ReportMetric(float64(inFlight)/float64(b.N), "inflight/storm")
+			b.ReportMetric(float64(replays)/float64(b.N), "replays/storm")
+		})
+	}
+}
+
+func errorsIsInFlight(err error) bool {
+	_, ok := err.(*idem.InFlightError)
+	return ok
+}
+
+func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkSweep deletes sweepRows expired records with the Sweeper
+// (batches of 1000) while 8 workers run idempotent transfers, and reports
+// the sweep's rows/s and the transfers' ops/s during the sweep.
+func BenchmarkSweep(b *testing.B) {
+	const sweepRows = 100_000
+	e := benchSetup(b, nil)
+	ctx := context.Background()
+	now := time.Now()
+	sw, err := idem.NewSweeper(e.store, &idem.SweeperConfig{BatchSize: 1000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var swept, hot int
+	var sweepTime time.Duration
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		if _, err := e.pool.Exec(ctx, `INSERT INTO idem_records (scope, key, fingerprint, state, status, body, created_at, expires_at)
+SELECT 'old', 'k' || g, 'fp', 'completed', 200, '\x7b7d', $1::timestamptz - interval '2 days', $1::timestamptz - interval '1 day' + g * interval '1 ms'
+FROM generate_series(1, $2) g`, now, sweepRows); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := e.pool.Exec(ctx, `VACUUM ANALYZE idem_records`); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		done := make(chan struct{})
+		var ops atomic.Int64
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(w), 9))
+				for n := 0; ; n++ {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					if _, err := e.idemTransfer(ctx, fmt.Sprint(e.run, "-hot-", w, "-", n, "-", time.Now().UnixNano()), rng); err != nil {
+						b.Error(err)
+						return
+					}
+					ops.Add(1)
+				}
+			})
+		}
+		t := time.Now()
+		n, err := sw.Sweep(ctx)
+		d := time.Since(t)
+		close(done)
+		wg.Wait()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n < sweepRows {
+			b.Fatalf("swept %d, want ≥ %d", n, sweepRows)
+		}
+		swept += n
+		hot += int(ops.Load())
+		sweepTime += d
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(swept)/sweepTime.Seconds(), "swept-rows/s")
+	b.ReportMetric(float64(hot)/sweepTime.Seconds(), "hot-ops/s")
+}
