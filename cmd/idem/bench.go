@@ -22,6 +22,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	duration := fs.Duration("duration", bench.DefaultDuration, "measured time of each variant at each concurrency level")
 	levels := fs.String("concurrency", "1,8,32", "comma-separated numbers of concurrent clients of the overhead and replay scenarios")
 	storms := fs.Int("storms", bench.DefaultStorms, "duplicate storms of 100 requests with one key (and as many storms of reads)")
+	probe := fs.Bool("replay-probe", false, "on PostgreSQL, turn on pgstore's ReplayProbe (replays and 409s in one round trip)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	verbose := fs.Bool("v", false, "show the services' logs")
 	if err := c.parse(fs, args, "bench [-db <sqlite-path | postgres://…>] [--json] [-duration 3s] [-concurrency 1,8,32]"); err != nil {
@@ -37,7 +38,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	if *duration <= 0 || *storms <= 0 {
 		return usageError{"bench: -duration and -storms must be positive"}
 	}
-	cfg := &bench.Config{DB: *db, Duration: *duration, Concurrency: conc, Storms: *storms, Progress: c.Stderr}
+	cfg := &bench.Config{DB: *db, Duration: *duration, Concurrency: conc, Storms: *storms, ReplayProbe: *probe, Progress: c.Stderr}
 	if *verbose {
 		cfg.ServerLog = c.Stderr
 	}

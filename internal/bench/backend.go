@@ -22,6 +22,7 @@ type backend struct {
 	kind   string // "sqlite" or "postgres"
 	desc   string // for the report, without a password
 	pool   int
+	probe  bool // pgstore.Config.ReplayProbe
 	store  idem.Store
 	ledger *transfers.Database
 
@@ -36,9 +37,9 @@ func IsPostgres(db string) bool {
 	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
-func open(ctx context.Context, db string) (*backend, error) {
+func open(ctx context.Context, db string, probe bool) (*backend, error) {
 	if IsPostgres(db) {
-		return openPostgres(ctx, db)
+		return openPostgres(ctx, db, probe)
 	}
 	return openSQLite(ctx, db)
 }
@@ -81,7 +82,7 @@ func openSQLite(ctx context.Context, path string) (*backend, error) {
 // openPostgres creates a fresh schema in the database at dsn, opens a
 // store whose connections and records work in it, and drops the schema on
 // close.
-func openPostgres(ctx context.Context, dsn string) (*backend, error) {
+func openPostgres(ctx context.Context, dsn string, probe bool) (*backend, error) {
 	schema, scoped, err := freshSchema(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("bench: create a schema in %s: %w", redact(dsn), err)
@@ -97,13 +98,14 @@ func openPostgres(ctx context.Context, dsn string) (*backend, error) {
 		_, err = conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 		return err
 	}
-	s, err := pgstore.Open(ctx, scoped, &pgstore.Config{Schema: schema})
+	s, err := pgstore.Open(ctx, scoped, &pgstore.Config{Schema: schema, ReplayProbe: probe})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("bench: open %s: %w", redact(dsn), err), drop(context.WithoutCancel(ctx)))
 	}
 	table := pgx.Identifier{schema, "transfers"}.Sanitize()
 	return &backend{
 		kind:   "postgres",
+		probe:  probe,
 		desc:   redact(dsn) + " (schema " + schema + ", dropped at the end)",
 		pool:   int(s.Pool().Config().MaxConns),
 		store:  s,

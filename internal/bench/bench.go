@@ -46,6 +46,12 @@ type Config struct {
 	// Defaults to 100.
 	StormSize int
 
+	// ReplayProbe turns on pgstore.Config.ReplayProbe on PostgreSQL: a
+	// replay or an in-flight refusal then costs one round trip instead of
+	// two, a first execution one more. Ignored on SQLite. Defaults to
+	// false, the store's default.
+	ReplayProbe bool
+
 	// Progress, when set, receives a line as each measurement ends.
 	// Defaults to none.
 	Progress io.Writer
@@ -125,7 +131,7 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 		return nil, err
 	}
 	started := time.Now()
-	b, err := open(ctx, c.DB)
+	b, err := open(ctx, c.DB, c.ReplayProbe)
 	if err != nil {
 		return nil, err
 	}
@@ -139,6 +145,7 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 
 	rep := &Report{
 		Backend:     b.kind,
+		ReplayProbe: b.probe,
 		Database:    b.desc,
 		PoolSize:    b.pool,
 		Machine:     machine(),

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,16 +40,28 @@ func needPostgres(t *testing.T) {
 }
 
 // The same run on PostgreSQL, in a fresh schema that is dropped at the end.
+// With ReplayProbe, replays and refusals are answered outside the
+// transaction: the storm's invariants must hold all the same.
 func TestRunPostgres(t *testing.T) {
 	t.Parallel()
 	needPostgres(t)
+	for _, probe := range []bool{false, true} {
+		t.Run("ReplayProbe="+strconv.FormatBool(probe), func(t *testing.T) {
+			t.Parallel()
+			testRunPostgres(t, probe)
+		})
+	}
+}
+
+func testRunPostgres(t *testing.T, probe bool) {
 	cfg := tiny(pgDSN())
+	cfg.ReplayProbe = probe
 	rep, err := Run(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Backend != "postgres" {
-		t.Errorf("Backend = %q, want postgres", rep.Backend)
+	if rep.Backend != "postgres" || rep.ReplayProbe != probe {
+		t.Errorf("Backend = %q, ReplayProbe = %v; want postgres, %v", rep.Backend, rep.ReplayProbe, probe)
 	}
 	checkReport(t, rep, cfg)
 	for _, c := range rep.Overhead {

@@ -8,6 +8,7 @@ type Report struct {
 	Backend     string       `json:"backend"`        // "sqlite" or "postgres"
 	Database    string       `json:"database"`       // file path, or URL without password, and schema
 	PoolSize    int          `json:"pool_max_conns"` // database connections shared by both services
+	ReplayProbe bool         `json:"replay_probe"`   // pgstore.Config.ReplayProbe was on
 	Machine     Machine      `json:"machine"`
 	Duration    string       `json:"duration"` // measured time per variant and level
 	Rounds      int          `json:"rounds"`   // rounds per variant and level

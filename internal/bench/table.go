@@ -13,7 +13,11 @@ import (
 // WriteTable writes the report as a table with a few lines of context.
 func WriteTable(w io.Writer, rep *Report) error {
 	m := rep.Machine
-	fmt.Fprintf(w, "backend:  %s %s, pool of %d connections shared by both services\n", rep.Backend, rep.Database, rep.PoolSize)
+	probe := ""
+	if rep.ReplayProbe {
+		probe = ", pgstore ReplayProbe on"
+	}
+	fmt.Fprintf(w, "backend:  %s %s, pool of %d connections shared by both services%s\n", rep.Backend, rep.Database, rep.PoolSize, probe)
 	fmt.Fprintf(w, "machine:  %d CPUs (GOMAXPROCS %d), %s/%s, %s; clients and servers in one process, HTTP on loopback\n",
 		m.CPUs, m.GOMAXPROCS, m.OS, m.Arch, m.Go)
 	fmt.Fprintf(w, "measured: %s per variant and level, in %d alternating rounds (A B B A …); started %s, took %s\n\n",
