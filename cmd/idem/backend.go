@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/url"
 	"strings"
 
 	"github.com/idemkit/idem"
@@ -28,7 +29,15 @@ func isPostgres(db string) bool {
 // openBackend opens a SQLite file path or a postgres:// URL.
 func openBackend(ctx context.Context, db string) (*backend, error) {
 	if isPostgres(db) {
-		s, err := pgstore.Open(ctx, db, nil)
+		// The records live beside the ledger: in the schema named by the
+		// URL's search_path, if any, else in public.
+		cfg := &pgstore.Config{}
+		if u, err := url.Parse(db); err == nil {
+			if sp := u.Query().Get("search_path"); sp != "" && !strings.Contains(sp, ",") {
+				cfg.Schema = strings.TrimSpace(sp)
+			}
+		}
+		s, err := pgstore.Open(ctx, db, cfg)
 		if err != nil {
 			return nil, err
 		}

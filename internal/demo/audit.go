@@ -87,23 +87,33 @@ func audit(ctx context.Context, addr string, intents []planned) (Report, error) 
 }
 
 // freshSchema creates a schema for one mode in the PostgreSQL database at
-// dsn and returns a URL whose connections work in it.
-func freshSchema(ctx context.Context, dsn string, m Mode) (string, error) {
+// dsn and returns a URL whose connections work in it, and a function that
+// drops the schema.
+func freshSchema(ctx context.Context, dsn string, m Mode) (string, func(), error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer conn.Close(ctx)
 	var schema string
 	if err := conn.QueryRow(ctx, `SELECT 'idem_demo_' || replace($1, '-', '_') || '_' || floor(extract(epoch from clock_timestamp()) * 1000)::bigint`, string(m)).Scan(&schema); err != nil {
-		return "", err
+		return "", nil, err
 	}
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		return "", err
+	ident := pgx.Identifier{schema}.Sanitize()
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+ident); err != nil {
+		return "", nil, err
+	}
+	drop := func() {
+		c, err := pgx.Connect(context.WithoutCancel(ctx), dsn)
+		if err != nil {
+			return
+		}
+		defer c.Close(context.WithoutCancel(ctx))
+		_, _ = c.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+ident+" CASCADE")
 	}
 	sep := "?"
 	if strings.Contains(dsn, "?") {
 		sep = "&"
 	}
-	return dsn + sep + "search_path=" + schema, nil
+	return dsn + sep + "search_path=" + schema, drop, nil
 }

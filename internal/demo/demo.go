@@ -164,9 +164,11 @@ func Run(ctx context.Context, cfg *Config) ([]Report, error) {
 	for _, m := range c.Modes {
 		db := filepath.Join(dir, string(m)+".db")
 		if c.DB != "" {
-			if db, err = freshSchema(ctx, c.DB, m); err != nil {
+			var drop func()
+			if db, drop, err = freshSchema(ctx, c.DB, m); err != nil {
 				return reports, err
 			}
+			defer drop()
 		}
 		r, err := runMode(ctx, &c, m, db)
 		if err != nil {
