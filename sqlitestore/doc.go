@@ -11,27 +11,30 @@
 //
 // A call goes through these steps:
 //
-//  1. A plain read of the record (a WAL snapshot, no lock): a live record is
-//     replayed at once. A committed live record is final, so no lock is
-//     needed to answer from it.
-//  2. Otherwise a process-local try-lock on (scope, key): if another call in
-//     this process holds the key, the answer is idem.ErrInFlight at once.
+//  1. A process-local try-lock on (scope, key). Every writer of the key in
+//     this process holds it until its transaction has ended.
+//  2. A plain read of the record (a WAL snapshot taken after the lock). A
+//     live record is replayed at once; it is final, so a caller that did not
+//     get the lock answers from it too. A caller without the lock and
+//     without a record gets idem.ErrInFlight at once.
 //  3. The process's writer slot, then BEGIN IMMEDIATE: SQLite has one writer
 //     at a time, and a transaction that starts as a read cannot later
 //     become a write under concurrency (SQLITE_BUSY), so the write lock is
 //     taken at BEGIN.
-//  4. The record is read again inside the transaction; since the write lock
-//     serialises writers, this read sees every committed record.
-//  5. The work runs; the record is written with an upsert that replaces only
-//     an expired row (the (scope, key) primary key is the final arbiter);
-//     COMMIT.
+//  4. The work runs in that transaction; the record is written with an
+//     upsert that replaces only an expired row (the (scope, key) primary key
+//     is the final arbiter); COMMIT; the locks are released.
+//
+// A replay costs one read and no write; a first execution costs one read,
+// the work's statements, one upsert and the commit.
 //
 // # One process per database file
 //
 // The in-flight try-lock lives in the process. Several processes on one file
-// stay correct (BEGIN IMMEDIATE serialises them and the record is read again
-// under the write lock, so a duplicate is replayed, never run twice), but a
-// concurrent duplicate from another process waits for the write lock (up to
+// stay correct in what commits (BEGIN IMMEDIATE serialises them and the
+// primary key rejects a second record, so a duplicate's effect is rolled back
+// and the first result replayed), but a duplicate from another process may
+// run its work before being rolled back, and waits for the write lock (up to
 // Config.BusyTimeout) instead of being refused at once. Run one process per
 // database file, or use pgstore.
 //

@@ -147,17 +147,29 @@ const recordColumns = `fingerprint, state, status, header, body, created_at, exp
 
 // Begin implements idem.Store.
 //
-// The lock only answers in-flight duplicates at once; the (scope, key)
-// primary key is the final arbiter. A record committed between the read and
-// the lock is caught by the upsert in Commit, which then reports
-// idem.ErrConflict, and the guard answers from that record.
+// It takes the process-local try-lock first and reads the record while
+// holding it: this process's writers of the key hold that lock until they
+// have committed, so the read sees any record they wrote, and a call that
+// finds no record runs the work knowing that no other call in this process
+// has completed the key. A caller refused by the lock reads too: a live
+// record is final, and answering from it beats a spurious ErrInFlight.
+//
+// Across processes the (scope, key) primary key is the final arbiter: a
+// record committed by another process between the read and BEGIN IMMEDIATE
+// makes the upsert in Commit fail with idem.ErrConflict, the work's effect is
+// rolled back and the guard answers from that record.
 func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, idem.Tx, error) {
-	if rec, err := s.live(ctx, p.Scope, p.Key, p.Now); err != nil || rec != nil {
-		return rec, nil, err
-	}
 	k := lockKey{p.Scope, p.Key}
-	if !s.file.tryLock(k) {
+	locked := s.file.tryLock(k)
+	rec, err := s.live(ctx, p.Scope, p.Key, p.Now)
+	switch {
+	case !locked && err == nil && rec == nil:
 		return nil, nil, idem.ErrInFlight
+	case !locked:
+		return rec, nil, err
+	case err != nil || rec != nil:
+		s.file.unlock(k)
+		return rec, nil, err
 	}
 	if err := s.file.acquireWriter(ctx, s.cfg.BusyTimeout); err != nil {
 		s.file.unlock(k)

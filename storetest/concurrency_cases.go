@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -163,6 +164,63 @@ var _ = register(testCase{name: "ManyKeysConcurrentlyEachRunOnce", serial: true,
 	for i := range keys {
 		if n := e.effects(t, fmt.Sprintf("key-%d", i)); n != 1 {
 			t.Errorf("key-%d: effects = %d, want 1", i, n)
+		}
+	}
+}})
+
+var _ = register(testCase{name: "WorkRunsOnceWhileRetriesRace", serial: true, run: func(t *testing.T, h *Harness) {
+	// E2, E3: callers that keep retrying a key while its first execution
+	// completes never run the work a second time, not even one whose effect
+	// would be rolled back: a retry that arrives as the record commits is
+	// answered from it.
+	e := setup(t, h)
+	const rounds, callers = 40, 8
+	for round := range rounds {
+		key := fmt.Sprintf("race-%d", round)
+		runs := &counter{}
+		work := func(ctx context.Context) (idem.Result, error) {
+			runs.add()
+			if err := e.h.Effect(ctx, key); err != nil {
+				return idem.Result{}, err
+			}
+			time.Sleep(time.Millisecond)
+			return idem.Result{Status: 201, Body: []byte(key)}, nil
+		}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		errs := make(chan error, callers)
+		for range callers {
+			wg.Go(func() {
+				<-start
+				deadline := time.Now().Add(10 * time.Second)
+				for time.Now().Before(deadline) {
+					got, _, err := e.guard.Do(context.Background(), req("s", key, "fp"), work)
+					if errors.Is(err, idem.ErrInFlight) {
+						runtime.Gosched() // retry at once: the race is the point
+						continue
+					}
+					if err == nil && string(got.Body) != key {
+						err = fmt.Errorf("%s: body %q", key, got.Body)
+					}
+					errs <- err
+					return
+				}
+				errs <- fmt.Errorf("%s: still in flight after 10s", key)
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := runs.get(); n != 1 {
+			t.Fatalf("%s: the work ran %d times, want 1 (a retry that raced the commit ran it again)", key, n)
+		}
+		if n := e.effects(t, key); n != 1 {
+			t.Fatalf("%s: effects = %d, want 1", key, n)
 		}
 	}
 }})
