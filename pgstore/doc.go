@@ -135,13 +135,19 @@
 // # Very large volumes
 //
 // Beyond a few hundred million keys, deleting rows one by one costs more
-// than the hot path. Partition the table by range on expires_at (for
-// example one partition a day; the primary key must then include
-// expires_at, so keep uniqueness of (scope, key) by giving every record
-// the same TTL bucket rule, or by a unique index per partition plus the
-// advisory lock) and drop whole partitions past the longest TTL instead
-// of sweeping. pgstore does not build this layout; create the table
-// yourself with Config.SkipMigrate, keeping the column names.
+// than it should. Two layouts, neither built by this package (create the
+// table yourself, keep the column names, and set Config.SkipMigrate):
+//
+//   - Hash partitions on (scope, key) (PARTITION BY HASH (scope, key), for
+//     example 16 of them). The primary key (scope, key) still holds, since
+//     it contains the partition key, so E2 is kept; each partition and its
+//     expires_at index stay small, and sweepers can work on partitions in
+//     parallel.
+//   - Range partitions on expires_at, dropped whole once past: the cheapest
+//     reclaim, but PostgreSQL then cannot enforce a unique (scope, key)
+//     across partitions, and uniqueness would rest on the advisory lock
+//     alone, which the Store contract forbids. Use it only with a separate
+//     unpartitioned (scope, key) key table, or not at all.
 //
 // # database/sql
 //
