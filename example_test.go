@@ -58,7 +58,7 @@ func ExampleInFlightError() {
 	guard, _ := idem.New(memstore.New(), nil)
 	req := idem.Request{Key: "k"}
 	_, _, _ = guard.Do(context.Background(), req, func(ctx context.Context) (idem.Result, error) {
-		_, _, err := guard.Do(ctx, req, nil) // a concurrent duplicate
+		_, _, err := guard.Do(ctx, req, func(context.Context) (idem.Result, error) { return idem.Result{}, nil }) // a concurrent duplicate
 		var ife *idem.InFlightError
 		fmt.Println(errors.As(err, &ife), ife.RetryAfter)
 		return idem.Result{}, nil

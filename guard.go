@@ -66,6 +66,9 @@ func (g *Guard) Do(ctx context.Context, req Request, work Work) (res Result, rep
 	if req.TTL < 0 {
 		return Result{}, false, fmt.Errorf("idem: Request.TTL must not be negative, got %s", req.TTL)
 	}
+	if work == nil {
+		return Result{}, false, errors.New("idem: Do: work is nil")
+	}
 	now := g.cfg.Now()
 	rec, tx, err := g.store.Begin(ctx, &BeginParams{Scope: req.Scope, Key: req.Key, Now: now})
 	if err != nil {

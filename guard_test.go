@@ -57,6 +57,9 @@ func TestNewValidatesConfig(t *testing.T) {
 	if _, _, err := g.Do(context.Background(), idem.Request{Key: "k", TTL: -1}, setEffect("x")); err == nil {
 		t.Error("Do with a negative Request.TTL: want an error")
 	}
+	if _, _, err := g.Do(context.Background(), idem.Request{Key: "k"}, nil); err == nil {
+		t.Error("Do with nil work: want an error")
+	}
 }
 
 func TestDefaultTTLIs24Hours(t *testing.T) {

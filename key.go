@@ -31,7 +31,9 @@ func ValidateKey(key string) error {
 //   - an RFC 8941 sf-string: "abc" (with \" and \\ as the only escapes);
 //   - a bare token: abc, made of visible ASCII other than the characters
 //     that carry structure in a field value (DQUOTE, comma, semicolon,
-//     backslash).
+//     backslash). It may start with a digit, so that bare UUIDs and hex
+//     keys work, but not with a character that starts another RFC 8941
+//     item type: ? (boolean), : (byte sequence), @ (date), ( (inner list).
 //
 // Leading and trailing spaces and tabs are ignored. A list ("a", "b"), a
 // parameter ("a";x=1), an unterminated string and a key that breaks
@@ -43,6 +45,10 @@ func ParseKey(field string) (string, error) {
 		return "", fmt.Errorf("%w: empty", ErrInvalidKey)
 	}
 	if v[0] != '"' {
+		switch v[0] {
+		case '?', ':', '@', '(':
+			return "", fmt.Errorf("%w: %q starts another structured-field type; quote the key", ErrInvalidKey, v[0])
+		}
 		for i := 0; i < len(v); i++ {
 			switch c := v[i]; {
 			case c == ',':

@@ -45,6 +45,12 @@ func TestParseKey(t *testing.T) {
 		{"NonASCIIQuoted", `"é"`, "", false},
 		{"QuoteInBare", `a"b`, "", false},
 		{"BackslashInBare", `a\b`, "", false},
+		{"SfBoolean", "?1", "", false},
+		{"SfByteSequence", ":YWJj:", "", false},
+		{"SfDate", "@1700000000", "", false},
+		{"SfInnerList", "(a b)", "", false},
+		{"QuotedMayStartWithColon", `":YWJj:"`, ":YWJj:", true},
+		{"Integer", "12345", "12345", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

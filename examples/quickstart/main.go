@@ -66,7 +66,7 @@ func run(ctx context.Context) error {
 		if applied == 1 {
 			// While this first attempt is still running, the client's
 			// impatient retry arrives.
-			_, _, duplicate = guard.Do(ctx, req, nil)
+			_, _, duplicate = guard.Do(ctx, req, func(context.Context) (idem.Result, error) { return idem.Result{}, nil })
 		}
 		return idem.Result{Status: 201, Body: []byte(`{"id":"t-1","amount":5000}`)}, nil
 	}
