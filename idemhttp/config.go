@@ -43,6 +43,16 @@ type Config struct {
 	// with 422. Defaults to none.
 	FingerprintHeaders []string
 
+	// JSONBodies compares every request body in its canonical JSON form
+	// (member order and whitespace do not count), whatever its
+	// Content-Type says. Set it when the handlers decode the body as JSON
+	// regardless of the header, so that a client sending JSON as
+	// text/plain or form data is not refused for reordering members. A
+	// body that is not JSON is still compared byte for byte. Defaults to
+	// false: only bodies whose Content-Type is application/json or ends in
+	// +json are canonicalised.
+	JSONBodies bool
+
 	// RecordHeaders are the response headers recorded with the status and
 	// body and sent again on replay; other headers reach the client of the
 	// first execution only. Set-Cookie, Content-Length, Date and

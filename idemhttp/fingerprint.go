@@ -23,7 +23,7 @@ func DefaultRoute(r *http.Request) string {
 // fingerprint computes a request's fingerprint from its method, route,
 // request target (path and query, with the query's parameters sorted), the
 // configured headers and the body, canonical JSON when the Content-Type
-// says JSON.
+// says JSON or Config.JSONBodies is set.
 //
 // The target is always included, even when the route is a pattern: two
 // requests to "POST /accounts/{id}/close" with the same key and an empty
@@ -38,7 +38,7 @@ func (m *Middleware) fingerprint(r *http.Request, route string, body []byte) str
 		Method: r.Method,
 		Route:  route,
 		Body:   body,
-		JSON:   isJSON(r.Header.Get("Content-Type")),
+		JSON:   m.cfg.JSONBodies || isJSON(r.Header.Get("Content-Type")),
 		Extra:  extra,
 	})
 }

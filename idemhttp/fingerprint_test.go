@@ -72,6 +72,44 @@ func TestFingerprint(t *testing.T) {
 	}
 }
 
+// Config.JSONBodies canonicalises JSON bodies whatever their Content-Type,
+// and still compares a body that is not JSON byte for byte.
+func TestJSONBodies(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, first, retry, contentType string
+		replay                          bool
+	}{
+		{"ReorderedAsText", `{"amount":10,"to":"bob"}`, `{ "to": "bob", "amount": 10 }`, "text/plain", true},
+		{"ReorderedNoContentType", `{"amount":10,"to":"bob"}`, `{"to":"bob","amount":10}`, "", true},
+		{"OtherAmountAsText", `{"amount":10,"to":"bob"}`, `{"amount":11,"to":"bob"}`, "text/plain", false},
+		{"NotJSON", `amount=10&to=bob`, `to=bob&amount=10`, "application/x-www-form-urlencoded", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, withConfig(idemhttp.Config{JSONBodies: true}))
+			h := &effectHandler{}
+			handler := e.mw.Handler(h)
+			send := func(body string) *httpResponse {
+				w := serve(handler, "POST", "/transfers", "", withBody(body), withKey("k"), header("Content-Type", tc.contentType))
+				return &httpResponse{w.Code, w.Body.String(), w.Header().Get(idemhttp.ReplayedHeader)}
+			}
+			orig := send(tc.first)
+			got := send(tc.retry)
+			if runs := h.runs.Load(); runs != 1 {
+				t.Errorf("handler runs: got %d, want 1", runs)
+			}
+			if tc.replay != (got.replayed == "true" && got.status == orig.status && got.body == orig.body) {
+				t.Errorf("retry: got %+v after %+v, want replay=%v", got, orig, tc.replay)
+			}
+			if !tc.replay && got.status != http.StatusUnprocessableEntity {
+				t.Errorf("status: got %d, want 422", got.status)
+			}
+		})
+	}
+}
+
 type httpResponse struct {
 	status   int
 	body     string
