@@ -13,8 +13,11 @@
 //
 // POST /transfers requires an Idempotency-Key. An unknown account, a
 // non-positive amount, a transfer to the same account and insufficient funds
-// are answered 422 (a final answer: recorded and replayed); malformed JSON is
-// 400. Authorization: Bearer <token> names the principal (demo
+// are answered 422 (a final answer: recorded and replayed). Malformed JSON
+// (400) and a body over 1 MiB (413) are refused before the idempotency
+// layer and never recorded, so a corrected retry with the same key runs. A
+// database failure is answered 503 with Retry-After: the transaction was
+// rolled back and nothing was recorded, so the retry is safe. Authorization: Bearer <token> names the principal (demo
 // authentication); keys are scoped per principal, and a request without the
 // header is the anonymous principal.
 //

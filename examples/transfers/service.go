@@ -1,10 +1,12 @@
 package transfers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -75,16 +77,21 @@ func New(ctx context.Context, db *Database, cfg *Config) (*Service, error) {
 	create := http.Handler(http.HandlerFunc(s.createTransfer))
 	if c.Guard != nil {
 		m, err := idemhttp.New(c.Guard, &idemhttp.Config{
-			Scope:    principalScope,
-			Logger:   c.Logger,
-			Observer: c.Observer,
+			Scope:          principalScope,
+			JSONBodies:     true, // decode ignores Content-Type, so the fingerprint does too
+			MaxRequestBody: maxBody,
+			Logger:         c.Logger,
+			Observer:       c.Observer,
 		})
 		if err != nil {
 			return nil, err
 		}
 		create = m.Handler(create)
 	}
-	mux.Handle("POST /transfers", create)
+	// Request validation runs before the idempotency layer: a malformed
+	// request is refused (400, 413) and never recorded, so the client's
+	// corrected retry with the same key runs.
+	mux.Handle("POST /transfers", validateTransfer(create))
 	s.handler = authenticate(mux)
 	return s, nil
 }
@@ -189,12 +196,47 @@ func (s *Service) listTransfers(w http.ResponseWriter, r *http.Request) {
 // declined is a final business answer (422): recorded and replayed.
 type declined struct{ kind, title, detail string }
 
+// transferRequest is the body of POST /transfers.
+type transferRequest struct {
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Amount int64  `json:"amount"`
+}
+
+// maxBody is the largest request body the service reads.
+const maxBody = 1 << 20
+
+// validateTransfer refuses a POST /transfers whose body is too large (413)
+// or is not a transfer in JSON (400), before the idempotency layer, and
+// hands the body on unchanged otherwise.
+func validateTransfer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > maxBody {
+			problem(w, http.StatusRequestEntityTooLarge, "request-too-large", "Request too large", fmt.Sprintf("the body must not exceed %d bytes", maxBody))
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+		if err != nil {
+			problem(w, http.StatusBadRequest, "unreadable-body", "Unreadable body", err.Error())
+			return
+		}
+		if len(body) > maxBody {
+			problem(w, http.StatusRequestEntityTooLarge, "request-too-large", "Request too large", fmt.Sprintf("the body must not exceed %d bytes", maxBody))
+			return
+		}
+		var in transferRequest
+		if err := decodeBytes(body, &in); err != nil {
+			problem(w, http.StatusBadRequest, "malformed-json", "Malformed JSON", err.Error())
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
 func (s *Service) createTransfer(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		From   string `json:"from"`
-		To     string `json:"to"`
-		Amount int64  `json:"amount"`
-	}
+	var in transferRequest
 	if !decode(w, r, &in) {
 		return
 	}
@@ -267,9 +309,14 @@ func (s *Service) transfer(ctx context.Context, q querier, from, to string, amou
 	return t, nil, err
 }
 
+// fail answers a request whose database work failed. Its transaction was
+// rolled back (and, under idem, nothing was recorded), so nothing happened
+// and a retry is safe: 503 with Retry-After, which clients retry, rather
+// than a 500, which they must not.
 func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
 	s.cfg.Logger.ErrorContext(r.Context(), "transfers: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	problem(w, http.StatusInternalServerError, "internal", "Internal error", "the request failed; retry it with the same Idempotency-Key")
+	w.Header().Set("Retry-After", "1")
+	problem(w, http.StatusServiceUnavailable, "unavailable", "Service unavailable", "the request was not applied; retry it (with the same Idempotency-Key)")
 }
 
 type principalKey struct{}
@@ -301,16 +348,33 @@ func principalScope(r *http.Request) (string, error) {
 }
 
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
-	if err := dec.Decode(v); err != nil {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			problem(w, http.StatusRequestEntityTooLarge, "request-too-large", "Request too large", err.Error())
+		} else {
+			problem(w, http.StatusBadRequest, "unreadable-body", "Unreadable body", err.Error())
+		}
+		return false
+	}
+	if err := decodeBytes(body, v); err != nil {
 		problem(w, http.StatusBadRequest, "malformed-json", "Malformed JSON", err.Error())
 		return false
 	}
-	if dec.More() {
-		problem(w, http.StatusBadRequest, "malformed-json", "Malformed JSON", "data after the JSON document")
-		return false
-	}
 	return true
+}
+
+// decodeBytes decodes exactly one JSON document into v.
+func decodeBytes(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("data after the JSON document")
+	}
+	return nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -215,6 +215,32 @@ func TestTransfers(t *testing.T) {
 						t.Errorf("%s: status %d %s, want %d", tc.name, r.status, r.body, tc.status)
 					}
 				}
+				// Validation runs before the idempotency layer: the malformed
+				// request was not recorded, so its corrected retry runs.
+				if r := c.do("POST", "/transfers", "m", "", `{"from":"alice","to":"bob","amount":1.5}`); r.status != 400 || r.header.Get("Idempotent-Replayed") != "" {
+					t.Errorf("non-integer amount: %d replayed=%q, want an unrecorded 400", r.status, r.header.Get("Idempotent-Replayed"))
+				}
+				if r := c.do("POST", "/transfers", "m", "", `{"from":"alice","to":"bob","amount":1}`); r.status != 201 {
+					t.Errorf("corrected retry after a 400: %d %s, want 201", r.status, r.body)
+				}
+				big := `{"from":"alice","to":"bob","amount":1,"pad":"` + strings.Repeat("x", 1<<20) + `"}`
+				if r := c.do("POST", "/transfers", "big", "", big); r.status != 413 {
+					t.Errorf("body over 1 MiB: %d, want 413", r.status)
+				}
+				mid := `{"from":"alice","to":"bob","amount":2,"pad":"` + strings.Repeat("x", 100<<10) + `"}`
+				if r := c.do("POST", "/transfers", "mid", "", mid); r.status != 201 {
+					t.Errorf("body of 100 KiB: %d %s, want 201", r.status, r.body)
+				}
+				// The body is JSON whatever its Content-Type: reordering it is
+				// still the same request.
+				req, _ := http.NewRequest("POST", c.url+"/transfers", strings.NewReader(`{"amount":1,"to":"bob","from":"alice"}`))
+				req.Header.Set("Idempotency-Key", "m")
+				req.Header.Set("Content-Type", "text/plain")
+				if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 201 || res.Header.Get("Idempotent-Replayed") != "true" {
+					t.Errorf("reordered retry sent as text/plain: %v %v, want the replay", res.StatusCode, err)
+				} else {
+					res.Body.Close()
+				}
 				// A declined transfer is a final answer: replayed even after
 				// the funds arrive.
 				c.do("PUT", "/accounts/bob", "", "", `{"balance":100}`)
@@ -225,8 +251,8 @@ func TestTransfers(t *testing.T) {
 				if r := c.do("POST", "/transfers", "i", "", `{"from":"bob","to":"alice","amount":2}`); r.status != 422 || r.header.Get("Idempotent-Replayed") != "" {
 					t.Errorf("same key, other body: %d, want 422 mismatch (not a replay)", r.status)
 				}
-				if n := c.transfers().Count; n != 0 {
-					t.Errorf("transfers = %d, want 0", n)
+				if n := c.transfers().Count; n != 2 {
+					t.Errorf("transfers = %d, want 2 (the corrected one and the 100 KiB one)", n)
 				}
 			})
 			t.Run("KeysAreScopedPerPrincipal", func(t *testing.T) {
@@ -304,5 +330,43 @@ func TestTransfers(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// E8: a database failure inside the transfer is a 503 with Retry-After (the
+// transaction was rolled back and nothing recorded), never a 500, which
+// clients must not retry.
+func TestDatabaseFailureIsRetriable(t *testing.T) {
+	t.Parallel()
+	s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "bank.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	g, _ := idem.New(s, nil)
+	svc, err := transfers.New(context.Background(), transfers.SQLite(s), &transfers.Config{Guard: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+	c := client{t, srv.URL}
+	c.do("PUT", "/accounts/alice", "", "", `{"balance":100}`)
+	c.do("PUT", "/accounts/bob", "", "", `{"balance":0}`)
+	if _, err := s.DB().Exec(`ALTER TABLE transfers RENAME TO transfers_gone`); err != nil {
+		t.Fatal(err)
+	}
+	r := c.do("POST", "/transfers", "k", "", `{"from":"alice","to":"bob","amount":10}`)
+	if r.status != 503 || r.header.Get("Retry-After") == "" {
+		t.Fatalf("database failure: %d Retry-After=%q, want 503 with Retry-After", r.status, r.header.Get("Retry-After"))
+	}
+	if got := c.balance("alice"); got != 100 {
+		t.Errorf("alice = %d after a failed transfer, want 100 (rolled back)", got)
+	}
+	if _, err := s.DB().Exec(`ALTER TABLE transfers_gone RENAME TO transfers`); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.do("POST", "/transfers", "k", "", `{"from":"alice","to":"bob","amount":10}`); r.status != 201 || r.header.Get("Idempotent-Replayed") != "" {
+		t.Errorf("retry after the failure: %d replayed=%q, want a fresh 201", r.status, r.header.Get("Idempotent-Replayed"))
 	}
 }
