@@ -26,12 +26,18 @@ func isPostgres(db string) bool {
 	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
+// backendOptions tune openBackend; the zero value means defaults.
+type backendOptions struct {
+	// replayProbe sets pgstore.Config.ReplayProbe.
+	replayProbe bool
+}
+
 // openBackend opens a SQLite file path or a postgres:// URL.
-func openBackend(ctx context.Context, db string) (*backend, error) {
+func openBackend(ctx context.Context, db string, opts backendOptions) (*backend, error) {
 	if isPostgres(db) {
 		// The records live beside the ledger: in the schema named by the
 		// URL's search_path, if any, else in public.
-		cfg := &pgstore.Config{}
+		cfg := &pgstore.Config{ReplayProbe: opts.replayProbe}
 		if u, err := url.Parse(db); err == nil {
 			if sp := u.Query().Get("search_path"); sp != "" && !strings.Contains(sp, ",") {
 				cfg.Schema = strings.TrimSpace(sp)

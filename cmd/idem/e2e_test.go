@@ -268,6 +268,8 @@ func TestUsageErrors(t *testing.T) {
 		{},
 		{"nope"},
 		{"serve", "-idempotency", "maybe"},
+		{"serve", "-ttl", "0s"},
+		{"serve", "-replay-probe"},
 		{"serve", "extra"},
 		{"serve", "-no-such-flag"},
 		{"inspect", "only-scope"},

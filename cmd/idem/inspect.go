@@ -26,7 +26,7 @@ func (c *inspectCommand) Run(ctx context.Context, args []string) error {
 		return usageError{`inspect: want two arguments, <scope> and <key> (the transfers service's scopes are "anonymous" and "bearer:<token>")`}
 	}
 	scope, key := fs.Arg(0), fs.Arg(1)
-	b, err := openBackend(ctx, *db)
+	b, err := openBackend(ctx, *db, backendOptions{})
 	if err != nil {
 		return fmt.Errorf("inspect: open %s: %w", *db, err)
 	}

@@ -23,19 +23,26 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
 	db := fs.String("db", defaultDB, "SQLite file path, or a postgres:// URL")
 	mode := fs.String("idempotency", "on", `"on", or "off" to run the same service without idem (keys ignored; for comparisons only)`)
-	ttl := fs.Duration("ttl", idem.DefaultTTL, "how long idempotency records are kept")
-	if err := c.parse(fs, args, "serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://…] [-idempotency on|off]"); err != nil {
+	ttl := fs.Duration("ttl", idem.DefaultTTL, "how long idempotency records are kept and replayed")
+	probe := fs.Bool("replay-probe", false, "PostgreSQL: answer replays and in-flight refusals in one round trip, at one more round trip per first execution")
+	if err := c.parse(fs, args, "serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://…] [-idempotency on|off] [-ttl 24h] [-replay-probe]"); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("serve: unexpected argument %q (run \"idem serve -h\")", fs.Arg(0))}
+	}
+	if *ttl <= 0 {
+		return usageError{fmt.Sprintf("serve: -ttl must be positive, got %s", *ttl)}
+	}
+	if *probe && !isPostgres(*db) {
+		return usageError{"serve: -replay-probe applies to PostgreSQL only"}
 	}
 	if *mode != "on" && *mode != "off" {
 		return usageError{fmt.Sprintf(`serve: -idempotency must be "on" or "off", got %q`, *mode)}
 	}
 	log := slog.New(slog.NewTextHandler(c.Stderr, nil))
 
-	b, err := openBackend(ctx, *db)
+	b, err := openBackend(ctx, *db, backendOptions{replayProbe: *probe})
 	if err != nil {
 		return fmt.Errorf("serve: open %s: %w", *db, err)
 	}

@@ -25,7 +25,7 @@ func (c *sweepCommand) Run(ctx context.Context, args []string) error {
 	if *batch <= 0 {
 		return usageError{fmt.Sprintf("sweep: -batch must be positive, got %d", *batch)}
 	}
-	b, err := openBackend(ctx, *db)
+	b, err := openBackend(ctx, *db, backendOptions{})
 	if err != nil {
 		return fmt.Errorf("sweep: open %s: %w", *db, err)
 	}
