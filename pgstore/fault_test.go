@@ -34,6 +34,10 @@ type faultLoad struct {
 	workers     int
 	backoff     time.Duration
 	keyDeadline time.Duration
+	// untilDisrupted keeps feeding keys past keys (up to 20 times as many)
+	// until the disruption has finished, so that on a fast machine the
+	// faults still land in the middle of the load.
+	untilDisrupted bool
 }
 
 type faultStats struct {
@@ -78,7 +82,11 @@ func (fl faultLoad) run(t *testing.T, appName string, disrupt func(ctx context.C
 	}
 
 	st := &faultStats{}
-	keys := make([]string, fl.keys)
+	maxKeys := fl.keys
+	if fl.untilDisrupted {
+		maxKeys *= 20
+	}
+	keys := make([]string, maxKeys)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("key-%04d", i)
 	}
@@ -127,13 +135,24 @@ func (fl faultLoad) run(t *testing.T, appName string, disrupt func(ctx context.C
 			}
 		})
 	}
+	fed := 0
+feed:
 	for i := range keys {
+		if i >= fl.keys {
+			select {
+			case <-disrupted:
+				break feed
+			default:
+			}
+		}
 		next <- i
+		fed++
 	}
 	close(next)
 	wg.Wait()
 	cancel()
 	<-disrupted
+	keys, succeeded = keys[:fed], succeeded[:fed]
 
 	// The invariants, read with a fresh connection of the same pool.
 	var verifyErr error
@@ -248,7 +267,7 @@ func TestClusterRestartUnderLoad(t *testing.T) {
 	}
 	version := filepath.Base(filepath.Dir(versions[0]))
 	var restarts atomic.Int64
-	st := faultLoad{keys: 400, workers: 8, backoff: 50 * time.Millisecond, keyDeadline: 60 * time.Second}.run(t, "pgstore-restart", func(ctx context.Context, _ *pgxpool.Pool) {
+	st := faultLoad{keys: 400, workers: 8, backoff: 50 * time.Millisecond, keyDeadline: 60 * time.Second, untilDisrupted: true}.run(t, "pgstore-restart", func(ctx context.Context, _ *pgxpool.Pool) {
 		for range 2 {
 			select {
 			case <-ctx.Done():
