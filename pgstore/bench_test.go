@@ -357,3 +357,60 @@ FROM generate_series(1, $2) g`, now, sweepRows); err != nil {
 	b.ReportMetric(float64(swept)/sweepTime.Seconds(), "swept-rows/s")
 	b.ReportMetric(float64(hot)/sweepTime.Seconds(), "hot-ops/s")
 }
+
+// BenchmarkTransferRatio runs the transfer with and without idem on the same
+// pool, alternating in rounds (plain, idem, idem, plain, …) so that the
+// machine's noise and the tables' growth hit both alike, and reports the
+// throughput ratio idem/plain (the bar is ≥ 0.85). b.N is the number of
+// rounds; each round runs 200 transfers per variant.
+func BenchmarkTransferRatio(b *testing.B) {
+	const perRound = 200
+	for _, conc := range []int{1, 8, 32} {
+		b.Run(fmt.Sprintf("conc=%d", conc), func(b *testing.B) {
+			e := benchSetup(b, nil)
+			var seq atomic.Int64
+			round := func(idemOn bool) time.Duration {
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				start := time.Now()
+				for w := range conc {
+					wg.Go(func() {
+						rng := rand.New(rand.NewPCG(uint64(w), uint64(seq.Add(1))))
+						for next.Add(1) <= perRound {
+							key := fmt.Sprint(e.run, "-", seq.Add(1))
+							var err error
+							if idemOn {
+								_, err = e.idemTransfer(context.Background(), key, rng)
+							} else {
+								err = e.plainTransfer(context.Background(), key, rng)
+							}
+							if err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				return time.Since(start)
+			}
+			round(false) // warm up both
+			round(true)
+			var plain, guarded time.Duration
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				if i%2 == 0 {
+					plain += round(false)
+					guarded += round(true)
+				} else {
+					guarded += round(true)
+					plain += round(false)
+				}
+			}
+			n := float64(b.N * perRound)
+			b.ReportMetric(n/plain.Seconds(), "plain-ops/s")
+			b.ReportMetric(n/guarded.Seconds(), "idem-ops/s")
+			b.ReportMetric(plain.Seconds()/guarded.Seconds(), "idem/plain")
+		})
+	}
+}

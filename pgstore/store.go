@@ -158,7 +158,10 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 		endConn(ctx, conn)
 		return nil, nil, idem.ErrInFlight
 	}
-	t := &Tx{store: s, conn: conn, scope: p.Scope, key: p.Key}
+	// An expired record of the key must be deleted before the insert;
+	// when there was none, nobody can write one while this transaction
+	// holds the key's lock, and the DELETE is skipped.
+	t := &Tx{store: s, conn: conn, scope: p.Scope, key: p.Key, expiredRow: rec != nil}
 	t.handle = &handle{tx: ptx, owner: t}
 	return nil, t, nil
 }

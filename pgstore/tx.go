@@ -20,6 +20,7 @@ type Tx struct {
 	scope, key string
 	handle     *handle
 	ended      bool
+	expiredRow bool // Begin saw an expired record of the key
 }
 
 var _ idem.Tx = (*Tx)(nil)
@@ -44,8 +45,8 @@ func TxFrom(ctx context.Context) (pgx.Tx, bool) {
 func (t *Tx) Handle() any { return t.handle }
 
 // Commit implements idem.Tx. It sends, pipelined in one round trip, the
-// DELETE of an expired record of the key (only an expired one), the INSERT
-// of p.Record and COMMIT. A live record makes the INSERT fail on the
+// DELETE of an expired record of the key (only an expired one, and only when
+// Begin saw one), the INSERT of p.Record and COMMIT. A live record makes the INSERT fail on the
 // primary key; the server then skips the COMMIT, the transaction is rolled
 // back and Commit returns an error matching idem.ErrConflict.
 //
@@ -74,7 +75,9 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	}
 	var commitTag pgconn.CommandTag
 	b := &pgx.Batch{}
-	b.Queue(t.store.deleteSQL, t.scope, t.key, p.Now)
+	if t.expiredRow {
+		b.Queue(t.store.deleteSQL, t.scope, t.key, p.Now)
+	}
 	b.Queue(t.store.insertSQL, t.scope, t.key, r.Fingerprint, string(state), r.Result.Status, headers, body, r.CreatedAt, r.ExpiresAt)
 	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
 		commitTag = ct
