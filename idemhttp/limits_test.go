@@ -1,12 +1,17 @@
 package idemhttp_test
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem/idemhttp"
 )
@@ -23,8 +28,10 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// E9: a body over the limit is a 413 before any work, read no further than
-// limit+1 bytes, and not at all when Content-Length already says so.
+// E9: a body over the limit is a 413 before any work: the decision reads no
+// further than limit+1 bytes (none when Content-Length already says so);
+// once the answer is sent, the rest of the body is discarded so that the
+// client can read it.
 func TestRequestTooLarge(t *testing.T) {
 	t.Parallel()
 	const limit = 100
@@ -37,8 +44,8 @@ func TestRequestTooLarge(t *testing.T) {
 	}{
 		{"AtLimit", limit, limit, http.StatusCreated, limit},
 		{"AtLimitChunked", limit, -1, http.StatusCreated, limit},
-		{"ContentLengthOver", 10 * limit, 10 * limit, http.StatusRequestEntityTooLarge, 0},
-		{"ChunkedOver", 10 * limit, -1, http.StatusRequestEntityTooLarge, limit + 1},
+		{"ContentLengthOver", 10 * limit, 10 * limit, http.StatusRequestEntityTooLarge, 10 * limit},
+		{"ChunkedOver", 10 * limit, -1, http.StatusRequestEntityTooLarge, 10 * limit},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -50,7 +57,18 @@ func TestRequestTooLarge(t *testing.T) {
 			r.ContentLength = tc.contentLength
 			r.Header.Set("Idempotency-Key", "k")
 			w := httptest.NewRecorder()
-			e.mw.Handler(h).ServeHTTP(w, r)
+			var readAtAnswer int
+			e.mw.Handler(h).ServeHTTP(&answerSpy{ResponseRecorder: w, onWrite: func() {
+				if readAtAnswer == 0 {
+					readAtAnswer = body.n
+				}
+			}}, r)
+			if tc.status == http.StatusRequestEntityTooLarge && tc.contentLength >= 0 && readAtAnswer != 0 {
+				t.Errorf("bytes read before the 413: got %d, want 0 (Content-Length decides)", readAtAnswer)
+			}
+			if tc.status == http.StatusRequestEntityTooLarge && readAtAnswer > limit+1 {
+				t.Errorf("bytes read before the 413: got %d, want at most %d", readAtAnswer, limit+1)
+			}
 
 			if tc.status == http.StatusRequestEntityTooLarge {
 				checkProblem(t, w, idemhttp.ProblemRequestTooLarge, tc.status)
@@ -67,6 +85,50 @@ func TestRequestTooLarge(t *testing.T) {
 				t.Errorf("bytes read: got %d, want at most %d", body.n, tc.maxRead)
 			}
 		})
+	}
+}
+
+// answerSpy calls onWrite when the answer's header is written.
+type answerSpy struct {
+	*httptest.ResponseRecorder
+	onWrite func()
+}
+
+func (a *answerSpy) WriteHeader(code int) {
+	a.onWrite()
+	a.ResponseRecorder.WriteHeader(code)
+}
+
+// A client that writes its whole over-limit body before reading the answer
+// (as Python's http.client does) reads the 413, not a connection reset.
+func TestRequestTooLargeClientWritesFirst(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	srv := httptest.NewServer(e.mw.Handler(&effectHandler{}))
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const size = 8 << 20
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := fmt.Fprintf(conn, "POST /x HTTP/1.1\r\nHost: x\r\nIdempotency-Key: big\r\nContent-Length: %d\r\n\r\n", size); err != nil {
+		t.Fatal(err)
+	}
+	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	for sent := 0; sent < size; sent += len(chunk) {
+		if _, err := conn.Write(chunk); err != nil {
+			t.Fatalf("writing the body: %v (the server reset the connection instead of reading the rest)", err)
+		}
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("status: got %d, want 413", res.StatusCode)
 	}
 }
 

@@ -133,6 +133,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, ProblemRequestTooLarge, http.StatusRequestEntityTooLarge,
 			fmt.Sprintf("The request body must not be larger than %d bytes.", m.cfg.MaxRequestBody), 0)
 		c.done(OutcomeTooLarge, http.StatusRequestEntityTooLarge, nil)
+		discardRest(w, r)
 		return
 	case err != nil:
 		writeProblem(w, ProblemBadRequest, http.StatusBadRequest, "The request body could not be read.", 0)
@@ -304,6 +305,27 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 		return nil, errRequestTooLarge
 	}
 	return b, nil
+}
+
+// Bounds of discardRest.
+const (
+	discardMaxBytes = 64 << 20
+	discardMaxTime  = 5 * time.Second
+)
+
+// discardRest reads and drops what is left of a refused request's body, up
+// to discardMaxBytes or discardMaxTime, after the answer has been sent. A
+// client that writes its whole body before reading (many do) then reads the
+// 413 instead of a connection reset, which it would see if the server closed
+// the connection with unread data in flight.
+func discardRest(w http.ResponseWriter, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	_ = rc.SetReadDeadline(time.Now().Add(discardMaxTime))
+	_, _ = io.CopyN(io.Discard, r.Body, discardMaxBytes)
 }
 
 // withBody returns r with its body replaced by the buffered one.

@@ -211,8 +211,17 @@ const maxBody = 1 << 20
 // hands the body on unchanged otherwise.
 func validateTransfer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > maxBody {
+		tooLarge := func() {
 			problem(w, http.StatusRequestEntityTooLarge, "request-too-large", "Request too large", fmt.Sprintf("the body must not exceed %d bytes", maxBody))
+			// Read the rest (boundedly) so that a client still sending
+			// reads the 413 instead of a connection reset.
+			rc := http.NewResponseController(w)
+			_ = rc.Flush()
+			_ = rc.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, _ = io.CopyN(io.Discard, r.Body, 64<<20)
+		}
+		if r.ContentLength > maxBody {
+			tooLarge()
 			return
 		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
@@ -221,7 +230,7 @@ func validateTransfer(next http.Handler) http.Handler {
 			return
 		}
 		if len(body) > maxBody {
-			problem(w, http.StatusRequestEntityTooLarge, "request-too-large", "Request too large", fmt.Sprintf("the body must not exceed %d bytes", maxBody))
+			tooLarge()
 			return
 		}
 		var in transferRequest
