@@ -1,0 +1,55 @@
+package pgtest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func TestWithSearchPath(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, dsn, want string
+	}{
+		{"URLWithQuery", "postgres://u@h:5432/db?sslmode=disable", "postgres://u@h:5432/db?search_path=s&sslmode=disable"},
+		{"URLWithoutQuery", "postgres://u@h:5432/db", "postgres://u@h:5432/db?search_path=s"},
+		{"URLWithEmptyQuery", "postgresql://u@h/db?", "postgresql://u@h/db?search_path=s"},
+		{"URLWithSearchPath", "postgres://u@h/db?search_path=other", "postgres://u@h/db?search_path=s"},
+		{"KeywordValue", "host=h dbname=db", "host=h dbname=db search_path=s"},
+		{"Empty", "", "search_path=s"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := withSearchPath(tt.dsn, "s")
+			if err != nil || got != tt.want {
+				t.Errorf("withSearchPath(%q) = %q, %v; want %q", tt.dsn, got, err, tt.want)
+			}
+		})
+	}
+}
+
+// Schema's DSN works in the schema, and the schema is gone after clean-up.
+func TestSchema(t *testing.T) {
+	t.Parallel()
+	Require(t)
+	var schema string
+	t.Run("Use", func(t *testing.T) {
+		var dsn string
+		schema, dsn = Schema(t)
+		conn, err := pgx.Connect(t.Context(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(t.Context(), `CREATE TABLE t (x int)`); err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		if err := conn.QueryRow(t.Context(), `SELECT relnamespace::regnamespace::text FROM pg_class WHERE oid = 't'::regclass`).Scan(&got); err != nil || got != schema {
+			t.Errorf("table t is in schema %q (%v), want %q", got, err, schema)
+		}
+	})
+	if SchemaExists(t, schema) {
+		t.Errorf("schema %s still exists after clean-up", schema)
+	}
+}
