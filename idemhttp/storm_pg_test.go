@@ -2,66 +2,30 @@ package idemhttp_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"os"
 	"testing"
-	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/pgstore"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
-
-// pgDSN is the PostgreSQL server the test uses: IDEM_PG_DSN, or the local
-// default.
-func pgDSN() string {
-	if dsn := os.Getenv("IDEM_PG_DSN"); dsn != "" {
-		return dsn
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
 
 // pgPool returns a pool whose connections use a fresh schema, dropped at
 // clean-up. Without a server it skips, except under CI=true.
 func pgPool(t *testing.T) (*pgxpool.Pool, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, pgDSN())
-	if err == nil {
-		err = conn.Ping(ctx)
-		conn.Close(ctx)
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL at %s is unreachable under CI=true: %v", pgDSN(), err)
-		}
-		t.Skipf("PostgreSQL at %s is unreachable (set IDEM_PG_DSN, or start the server): %v", pgDSN(), err)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "idemhttp_test_" + hex.EncodeToString(b[:])
-	cfg, err := pgxpool.ParseConfig(pgDSN())
+	schema, dsn := pgtest.Schema(t)
+	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	cfg.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Logf("drop schema %s: %v", schema, err)
-		}
-		pool.Close()
-	})
+	t.Cleanup(pool.Close)
 	return pool, schema
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -34,8 +35,8 @@ type benchEnv struct {
 
 func benchSetup(b *testing.B, cfg *pgstore.Config) *benchEnv {
 	b.Helper()
-	requireServer(b)
-	schema := newSchemaName(b)
+	pgtest.Require(b)
+	schema := pgtest.SchemaName(b)
 	pool := newPool(b, schema, "", benchPoolSize)
 	var c pgstore.Config
 	if cfg != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/storetest"
 	"github.com/jackc/pgx/v5"
@@ -15,12 +16,12 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	requireServer(t)
+	pgtest.Require(t)
 	storetest.Run(t, conformanceHarness(nil))
 }
 
 func TestConformanceReplayProbe(t *testing.T) {
-	requireServer(t)
+	pgtest.Require(t)
 	storetest.Run(t, conformanceHarness(&pgstore.Config{ReplayProbe: true}))
 }
 
@@ -31,7 +32,7 @@ func TestConformanceReplayProbe(t *testing.T) {
 func conformanceHarness(base *pgstore.Config) storetest.Harness {
 	var pools sync.Map // *pgstore.Store → *pgxpool.Pool
 	return storetest.Harness{
-		NewLocation: func(t *testing.T) string { return newSchemaName(t) },
+		NewLocation: func(t *testing.T) string { return pgtest.SchemaName(t) },
 		Persistent:  true,
 		Open: func(ctx context.Context, location string) (idem.Store, error) {
 			pool, err := openPool(ctx, location, "", 8)

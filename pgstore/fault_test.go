@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -53,8 +54,8 @@ var errWorkFault = errors.New("the work failed")
 
 func (fl faultLoad) run(t *testing.T, appName string, disrupt func(ctx context.Context, pool *pgxpool.Pool)) *faultStats {
 	t.Helper()
-	requireServer(t)
-	schema := newSchemaName(t)
+	pgtest.Require(t)
+	schema := pgtest.SchemaName(t)
 	pool := newPool(t, schema, appName, int32(fl.workers))
 	s, err := pgstore.New(context.Background(), pool, &pgstore.Config{Schema: schema})
 	if err != nil {
@@ -218,8 +219,8 @@ func TestTerminatedBackendsUnderLoad(t *testing.T) {
 	// ErrUnavailable (or ErrInFlight while the server reaps a dead
 	// holder), and the pool serves again afterwards.
 	t.Parallel()
-	requireServer(t)
-	appName := "pgstore-fault-" + filepath.Base(newSchemaName(t))
+	pgtest.Require(t)
+	appName := "pgstore-fault-" + filepath.Base(pgtest.SchemaName(t))
 	admin := newPool(t, "", "", 1)
 	var killed atomic.Int64
 	st := faultLoad{keys: 200, workers: 8, backoff: 2 * time.Millisecond, keyDeadline: 20 * time.Second}.run(t, appName, func(ctx context.Context, _ *pgxpool.Pool) {
@@ -260,7 +261,7 @@ func TestClusterRestartUnderLoad(t *testing.T) {
 	if os.Getenv(restartEnv) != "1" {
 		t.Skipf("set %s=1 to restart the local cluster under load (it disturbs every other test using the server)", restartEnv)
 	}
-	requireServer(t)
+	pgtest.Require(t)
 	versions, err := filepath.Glob("/etc/postgresql/*/main")
 	if err != nil || len(versions) == 0 {
 		t.Fatalf("no cluster under /etc/postgresql: %v", err)

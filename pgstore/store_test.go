@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -24,8 +25,8 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // that schema, holding an effects table) and the schema's name.
 func setup(t *testing.T, cfg *pgstore.Config) (*pgstore.Store, *pgxpool.Pool, string) {
 	t.Helper()
-	requireServer(t)
-	schema := newSchemaName(t)
+	pgtest.Require(t)
+	schema := pgtest.SchemaName(t)
 	pool := newPool(t, schema, "", 8)
 	var c pgstore.Config
 	if cfg != nil {
@@ -123,8 +124,8 @@ func TestMigrateConcurrentlyFromManyPools(t *testing.T) {
 	// Several processes starting at once (here: pools, each its own
 	// connections) apply the migrations exactly once, without errors.
 	t.Parallel()
-	requireServer(t)
-	schema := newSchemaName(t)
+	pgtest.Require(t)
+	schema := pgtest.SchemaName(t)
 	const n = 6
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -412,8 +413,8 @@ func TestPoolExhaustedIsUnavailable(t *testing.T) {
 	// E8: when no connection can be had before the deadline, Begin fails
 	// with a transient ErrUnavailable instead of hanging.
 	t.Parallel()
-	requireServer(t)
-	schema := newSchemaName(t)
+	pgtest.Require(t)
+	schema := pgtest.SchemaName(t)
 	pool := newPool(t, schema, "", 1)
 	s, err := pgstore.New(context.Background(), pool, &pgstore.Config{Schema: schema})
 	if err != nil {
@@ -478,11 +479,11 @@ func TestRoundTrips(t *testing.T) {
 	// The round trips the package documentation promises, counted on the
 	// wire after the statements are prepared.
 	t.Parallel()
-	requireServer(t)
+	pgtest.Require(t)
 	for _, probe := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ReplayProbe=%v", probe), func(t *testing.T) {
-			schema := newSchemaName(t)
-			cfg, err := pgxpool.ParseConfig(testDSN())
+			schema := pgtest.SchemaName(t)
+			cfg, err := pgxpool.ParseConfig(pgtest.DSN())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,8 +19,8 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/demo"
+	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/sqlitestore"
-	"github.com/jackc/pgx/v5"
 )
 
 // binary is the idem command built once for the end-to-end tests.
@@ -42,28 +42,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func pgDSN() string {
-	if v := os.Getenv("IDEM_PG_DSN"); v != "" {
-		return v
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
-
-func requirePostgres(t *testing.T) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, pgDSN())
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL at %s is required under CI: %v", pgDSN(), err)
-		}
-		t.Skipf("PostgreSQL not reachable at %s (set IDEM_PG_DSN): %v", pgDSN(), err)
-	}
-	conn.Close(ctx)
-	return pgDSN()
-}
-
 // TestDemo runs the incident end to end with real processes: the server is
 // started, driven through the faulty network, killed with SIGKILL and
 // restarted. With idem nothing is duplicated or lost; under the same seed
@@ -74,7 +52,7 @@ func TestDemo(t *testing.T) {
 		db   func(t *testing.T) string
 	}{
 		{"SQLite", func(t *testing.T) string { return "" }},
-		{"Postgres", requirePostgres},
+		{"Postgres", func(t *testing.T) string { return pgtest.Require(t) }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var progress bytes.Buffer

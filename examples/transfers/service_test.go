@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,9 +16,9 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/examples/transfers"
+	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
-	"github.com/jackc/pgx/v5"
 )
 
 type backend struct {
@@ -44,37 +43,11 @@ func backends(t *testing.T) []backend {
 	}
 }
 
-func pgDSN() string {
-	if v := os.Getenv("IDEM_PG_DSN"); v != "" {
-		return v
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
-
 // openPostgres returns a pgstore whose pool works in a fresh schema.
 func openPostgres(t *testing.T) *pgstore.Store {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgDSN())
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL at %s is required under CI: %v", pgDSN(), err)
-		}
-		t.Skipf("PostgreSQL not reachable at %s (set IDEM_PG_DSN): %v", pgDSN(), err)
-	}
-	defer conn.Close(ctx)
-	schema := fmt.Sprintf("transfers_test_%d_%d", time.Now().UnixNano(), rand.IntN(1e6))
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), pgDSN())
-		if err == nil {
-			_, _ = c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-			c.Close(context.Background())
-		}
-	})
-	s, err := pgstore.Open(ctx, pgDSN()+"&search_path="+schema, &pgstore.Config{Schema: schema})
+	schema, dsn := pgtest.Schema(t)
+	s, err := pgstore.Open(context.Background(), dsn, &pgstore.Config{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
