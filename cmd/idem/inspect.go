@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/url"
 	"text/tabwriter"
 	"time"
 
@@ -58,5 +57,3 @@ func (c *inspectCommand) Run(ctx context.Context, args []string) error {
 	fmt.Fprintf(w, "body\t%d bytes\n", len(rec.Result.Body))
 	return w.Flush()
 }
-
-func parseURL(s string) (*url.URL, error) { return url.Parse(s) }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -100,7 +101,7 @@ func redact(db string) string {
 	if !isPostgres(db) {
 		return db
 	}
-	if u, err := parseURL(db); err == nil {
+	if u, err := url.Parse(db); err == nil {
 		return u.Redacted()
 	}
 	return "postgres://…"
