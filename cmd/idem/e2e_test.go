@@ -166,12 +166,14 @@ func TestServeShutsDownGracefully(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("serve after SIGTERM: %v, want exit 0", err)
-	}
+	// Read the log to its end before Wait: Wait closes the pipe, and lines
+	// still unread when it does are lost.
 	var log []string
 	for l := range lines {
 		log = append(log, l)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("serve after SIGTERM: %v, want exit 0", err)
 	}
 	all := strings.Join(log, "\n")
 	if !strings.Contains(all, "listening") || !strings.Contains(all, addr) || !strings.Contains(all, "shutting down") {
