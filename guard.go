@@ -55,10 +55,19 @@ type Request struct {
 // and records nothing; so does a panic, which Guard.Do re-raises.
 type Work func(ctx context.Context) (Result, error)
 
+// commitTimeout bounds the commit that follows a successful work, which runs
+// detached from the caller's cancellation.
+const commitTimeout = 30 * time.Second
+
 // Do runs work once for req and records its result in the same transaction
 // as the work's effect. It returns the result and whether it was replayed
 // from an earlier execution. See the package documentation for the list of
 // outcomes.
+//
+// ctx bounds the whole call except the final commit: once the work has
+// returned without error, its effect and result are committed even if ctx
+// has been cancelled meanwhile (within 30 seconds), so that a caller who
+// gave up gets a replay when it retries.
 func (g *Guard) Do(ctx context.Context, req Request, work Work) (res Result, replayed bool, err error) {
 	if err := ValidateKey(req.Key); err != nil {
 		return Result{}, false, err
@@ -105,7 +114,13 @@ func (g *Guard) Do(ctx context.Context, req Request, work Work) (res Result, rep
 		CreatedAt:   now,
 		ExpiresAt:   now.Add(ttl),
 	}
-	err = tx.Commit(ctx, &CommitParams{Record: rec, Now: now})
+	// The work has succeeded, so its effect is in the transaction: commit it
+	// even if ctx is cancelled now (a client that gave up still retries,
+	// and a recorded result answers that retry with a replay instead of a
+	// second execution). commitTimeout bounds a database that hangs.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	err = tx.Commit(cctx, &CommitParams{Record: rec, Now: now})
+	cancel()
 	done = true
 	if err == nil {
 		return res, false, nil

@@ -175,7 +175,11 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 		s.file.unlock(k)
 		return nil, nil, err
 	}
-	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock)
+	// BEGIN IMMEDIATE (_txlock). The transaction is detached from ctx's
+	// cancellation: database/sql would otherwise roll it back on its own
+	// when ctx ends, between a successful work and the guard's commit. The
+	// guard always ends it, and the work's statements still obey their ctx.
+	tx, err := s.db.BeginTx(context.WithoutCancel(ctx), nil)
 	if err != nil {
 		s.file.releaseWriter()
 		s.file.unlock(k)

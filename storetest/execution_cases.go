@@ -291,3 +291,33 @@ func assertNoRecord(t *testing.T, e *env, scope, key string) {
 		t.Errorf("Lookup(%q, %q) = %+v, %v; want ErrNotFound", scope, key, rec, err)
 	}
 }
+
+var _ = register(testCase{name: "CommitsWhenCallerGivesUpAfterWork", run: func(t *testing.T, h *Harness) {
+	// E1, E4: a caller that gives up (its ctx is cancelled) after the work
+	// has written its effect still gets that effect committed with its
+	// result, so the retry it will send is a replay and not a second run.
+	e := setup(t, h)
+	want := idem.Result{Status: 201, Body: []byte("done")}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	work, runs := e.work("late", want)
+	_, _, err := e.guard.Do(ctx, req("s", "k-late", "fp"), func(ctx context.Context) (idem.Result, error) {
+		res, err := work(ctx)
+		cancel() // the client disconnects between the work and the commit
+		return res, err
+	})
+	if err != nil {
+		t.Fatalf("Do with the caller gone after the work: %v, want the commit to go through", err)
+	}
+	if n := e.effects(t, "late"); n != 1 {
+		t.Errorf("effects = %d, want 1", n)
+	}
+	got, replayed, err := e.guard.Do(context.Background(), req("s", "k-late", "fp"), work)
+	if err != nil || !replayed {
+		t.Fatalf("retry: replayed=%v err=%v, want a replay", replayed, err)
+	}
+	assertResult(t, got, want)
+	if n := runs.get(); n != 1 {
+		t.Errorf("work ran %d times, want 1", n)
+	}
+}})
