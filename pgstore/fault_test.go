@@ -223,10 +223,13 @@ func TestTerminatedBackendsUnderLoad(t *testing.T) {
 	appName := "pgstore-fault-" + filepath.Base(pgtest.SchemaName(t))
 	admin := newPool(t, "", "", 1)
 	var killed atomic.Int64
-	st := faultLoad{keys: 200, workers: 8, backoff: 2 * time.Millisecond, keyDeadline: 20 * time.Second}.run(t, appName, func(ctx context.Context, _ *pgxpool.Pool) {
+	// The load goes on past its 200 keys until ten backends have been
+	// killed, so that the faults land on a busy machine too.
+	const kills = 10
+	st := faultLoad{keys: 200, workers: 8, backoff: 2 * time.Millisecond, keyDeadline: 20 * time.Second, untilDisrupted: true}.run(t, appName, func(ctx context.Context, _ *pgxpool.Pool) {
 		tick := time.NewTicker(40 * time.Millisecond)
 		defer tick.Stop()
-		for {
+		for killed.Load() < kills {
 			select {
 			case <-ctx.Done():
 				return
@@ -244,8 +247,10 @@ func TestTerminatedBackendsUnderLoad(t *testing.T) {
 		}
 	})
 	t.Logf("terminated %d backends", killed.Load())
-	if killed.Load() == 0 || st.unavailable.Load() == 0 {
-		t.Errorf("terminated %d backends, %d unavailable answers: the faults did not land", killed.Load(), st.unavailable.Load())
+	// A kill lands in the guard's own statements (ErrUnavailable) or in
+	// the work's (its transient error); which one is down to timing.
+	if landed := st.unavailable.Load() + st.workFault.Load(); killed.Load() < kills || landed == 0 {
+		t.Errorf("terminated %d backends, %d failed calls: the faults did not land", killed.Load(), landed)
 	}
 }
 
