@@ -1,7 +1,9 @@
 package idemhttp_test
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -144,4 +146,30 @@ func TestRouteOptionsNegativeTTLPanics(t *testing.T) {
 		}
 	}()
 	e.mw.Route(idemhttp.RouteOptions{TTL: -time.Second})
+}
+
+// A client that has gone away before the store answered is logged as
+// canceled at Info level, not as a store failure, and nothing runs.
+func TestClientGoneIsNotUnavailable(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	h := &effectHandler{}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := httptest.NewRequestWithContext(ctx, "POST", "/x", strings.NewReader("{}"))
+	r.Header.Set("Idempotency-Key", "k")
+	w := httptest.NewRecorder()
+	e.mw.Handler(h).ServeHTTP(w, r)
+	if got := h.runs.Load(); got != 0 {
+		t.Errorf("handler runs: got %d, want 0", got)
+	}
+	if got := e.outcomes(); !slices.Equal(got, []idemhttp.Outcome{idemhttp.OutcomeCanceled}) {
+		t.Errorf("outcomes: got %v, want [canceled]", got)
+	}
+	if logs := e.logs.String(); !strings.Contains(logs, "level=INFO") || strings.Contains(logs, "level=ERROR") {
+		t.Errorf("log: got %q, want one INFO line", logs)
+	}
+	if e.record(t, idemhttp.AnonymousScope, "k") != nil {
+		t.Error("a record was written for a request whose client had gone")
+	}
 }

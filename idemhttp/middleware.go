@@ -222,6 +222,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, idem.ErrUnavailable) && !workRan && h.opts.FailOpen:
 		h.next.ServeHTTP(w, withBody(r, body))
 		c.done(OutcomeFailOpen, 0, err)
+	case errors.Is(err, idem.ErrUnavailable) && r.Context().Err() != nil:
+		// The store failed because the client left; the answer is for the
+		// log and metrics, as nobody reads it.
+		writeProblem(w, ProblemUnavailable, http.StatusServiceUnavailable,
+			"The request was not processed. Retry later with the same key.", m.cfg.UnavailableRetryAfter)
+		c.done(OutcomeCanceled, http.StatusServiceUnavailable, err)
 	case errors.Is(err, idem.ErrUnavailable):
 		writeProblem(w, ProblemUnavailable, http.StatusServiceUnavailable,
 			"The request was not processed. Retry later with the same key.", m.cfg.UnavailableRetryAfter)

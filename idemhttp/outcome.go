@@ -34,6 +34,11 @@ const (
 	// OutcomeUnavailable: the store failed; nothing was recorded and 503
 	// was sent.
 	OutcomeUnavailable Outcome = "unavailable"
+	// OutcomeCanceled: the client went away (its request's context ended)
+	// before the store could answer; nothing was recorded and 503 was
+	// written to nobody. It is kept apart from OutcomeUnavailable so that
+	// clients hanging up do not look like a store failure.
+	OutcomeCanceled Outcome = "canceled"
 	// OutcomeTooLarge: the request body was over the limit; 413 was sent
 	// before any work.
 	OutcomeTooLarge Outcome = "too_large"
@@ -64,7 +69,7 @@ const (
 func Outcomes() []Outcome {
 	return []Outcome{
 		OutcomeExecuted, OutcomeReplayed, OutcomeInFlight, OutcomeMismatch,
-		OutcomeInvalidKey, OutcomeMissingKey, OutcomeUnavailable, OutcomeTooLarge,
+		OutcomeInvalidKey, OutcomeMissingKey, OutcomeUnavailable, OutcomeCanceled, OutcomeTooLarge,
 		OutcomeResponseTooLarge, OutcomeRolledBack, OutcomePanic,
 		OutcomeUnprotected, OutcomeFailOpen, OutcomeBadRequest, OutcomeError,
 	}

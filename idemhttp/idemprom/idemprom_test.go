@@ -55,6 +55,7 @@ func TestCountsAndLatencyPerOutcome(t *testing.T) {
 # HELP idem_http_requests_total Requests seen by the idempotency middleware, by outcome.
 # TYPE idem_http_requests_total counter
 idem_http_requests_total{outcome="bad_request"} 0
+idem_http_requests_total{outcome="canceled"} 0
 idem_http_requests_total{outcome="error"} 0
 idem_http_requests_total{outcome="executed"} 1
 idem_http_requests_total{outcome="fail_open"} 0
