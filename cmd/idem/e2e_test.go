@@ -265,10 +265,43 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 	for _, cmd := range []string{"serve", "demo", "bench", "sweep", "inspect"} {
-		var errOut bytes.Buffer
-		err := (&Main{Stdout: io.Discard, Stderr: &errOut}).Run(context.Background(), []string{cmd, "-h"})
-		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(errOut.String(), "Usage: idem "+cmd) {
-			t.Errorf("idem %s -h: err = %v, output %q; want its usage", cmd, err, errOut.String())
+		var out, errOut bytes.Buffer
+		err := (&Main{Stdout: &out, Stderr: &errOut}).Run(context.Background(), []string{cmd, "-h"})
+		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "Usage: idem "+cmd) || errOut.Len() != 0 {
+			t.Errorf("idem %s -h: err = %v, stdout %q, stderr %q; want its usage on stdout", cmd, err, out.String(), errOut.String())
+		}
+	}
+	// A flag error prints the error and the usage on stderr.
+	var out, errOut bytes.Buffer
+	_ = (&Main{Stdout: &out, Stderr: &errOut}).Run(context.Background(), []string{"sweep", "-nope"})
+	if out.Len() != 0 || !strings.Contains(errOut.String(), "-nope") || !strings.Contains(errOut.String(), "Usage: idem sweep") {
+		t.Errorf("idem sweep -nope: stdout %q, stderr %q; want the error and usage on stderr", out.String(), errOut.String())
+	}
+}
+
+// The binary's exit codes: 0 for help, 2 for a usage error.
+func TestExitCodes(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"help"}, 0},
+		{[]string{"serve", "-h"}, 0},
+		{[]string{"inspect", "--help"}, 0},
+		{[]string{"serve", "-nope"}, 2},
+		{[]string{"nope"}, 2},
+		{nil, 2},
+	} {
+		err := exec.Command(binary, tt.args...).Run()
+		code := 0
+		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != tt.code {
+			t.Errorf("idem %v: exit %d, want %d", tt.args, code, tt.code)
 		}
 	}
 }

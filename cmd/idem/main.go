@@ -11,6 +11,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -29,7 +30,7 @@ func main() {
 	switch {
 	case err == nil:
 	case errors.Is(err, flag.ErrHelp):
-		os.Exit(2)
+		// Help was asked for and printed: not a failure.
 	case errors.As(err, new(usageError)):
 		fmt.Fprintln(os.Stderr, "idem:", err)
 		os.Exit(2)
@@ -89,18 +90,25 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	}
 }
 
-// parse parses a sub-command's flags, printing its usage on -h and turning
-// flag errors into usage errors.
+// parse parses a sub-command's flags and turns flag errors into usage
+// errors. On -h it prints the usage to Stdout and returns flag.ErrHelp,
+// which main treats as success; after a flag error the usage goes to
+// Stderr.
 func (m *Main) parse(fs *flag.FlagSet, args []string, synopsis string) error {
-	fs.SetOutput(m.Stderr)
+	var out bytes.Buffer
+	fs.SetOutput(&out)
 	fs.Usage = func() {
-		fmt.Fprintf(m.Stderr, "Usage: idem %s\n\nFlags:\n", synopsis)
+		fmt.Fprintf(&out, "Usage: idem %s\n\nFlags:\n", synopsis)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		_, _ = m.Stdout.Write(out.Bytes())
+		return err
+	}
+	_, _ = m.Stderr.Write(out.Bytes())
+	fs.SetOutput(m.Stderr)
+	if err != nil {
 		return usageError{fmt.Sprintf("%s: %v (run \"idem %s -h\")", fs.Name(), err, fs.Name())}
 	}
 	return nil
