@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/idemkit/idem"
@@ -30,10 +32,22 @@ func isPostgres(db string) bool {
 type backendOptions struct {
 	// replayProbe sets pgstore.Config.ReplayProbe.
 	replayProbe bool
+	// mustExist refuses a SQLite path with no file, rather than creating
+	// an empty database (for commands that read existing records).
+	mustExist bool
 }
 
-// openBackend opens a SQLite file path or a postgres:// URL.
+// openBackend opens a SQLite file path or a postgres:// URL. Its errors name
+// the database with any password hidden.
 func openBackend(ctx context.Context, db string, opts backendOptions) (*backend, error) {
+	b, err := open(ctx, db, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", redact(db), err)
+	}
+	return b, nil
+}
+
+func open(ctx context.Context, db string, opts backendOptions) (*backend, error) {
 	if isPostgres(db) {
 		// The records live beside the ledger: in the schema named by the
 		// URL's search_path, if any, else in public.
@@ -49,9 +63,25 @@ func openBackend(ctx context.Context, db string, opts backendOptions) (*backend,
 		}
 		return &backend{store: s, ledger: transfers.Postgres(s), close: s.Close}, nil
 	}
+	if opts.mustExist {
+		if _, err := os.Stat(db); err != nil {
+			return nil, fmt.Errorf("no database there (%w); give the -db that idem serve used", err)
+		}
+	}
 	s, err := sqlitestore.Open(ctx, db, nil)
 	if err != nil {
 		return nil, err
 	}
 	return &backend{store: s, ledger: transfers.SQLite(s), close: s.Close}, nil
+}
+
+// redact hides a password in a database URL for logging.
+func redact(db string) string {
+	if !isPostgres(db) {
+		return db
+	}
+	if u, err := url.Parse(db); err == nil {
+		return u.Redacted()
+	}
+	return "postgres://…"
 }

@@ -329,3 +329,25 @@ func waitHealthy(t *testing.T, addr string) {
 	}
 	t.Fatalf("server on %s did not become healthy", addr)
 }
+
+// Opening a database: errors never print a password, and the commands that
+// read records refuse a SQLite path with no file instead of creating one.
+func TestOpenErrors(t *testing.T) {
+	t.Parallel()
+	closed := freePort(t) // nothing listens there
+	err := (&Main{Stdout: io.Discard, Stderr: io.Discard}).Run(context.Background(),
+		[]string{"sweep", "-db", "postgres://u:s3cret-pw@" + closed + "/test?sslmode=disable&connect_timeout=5"})
+	if err == nil || strings.Contains(err.Error(), "s3cret-pw") || !strings.Contains(err.Error(), "xxxxx") {
+		t.Errorf("sweep on an unreachable server: err = %v, want an error with the password hidden", err)
+	}
+	missing := filepath.Join(t.TempDir(), "typo.db")
+	for _, args := range [][]string{{"inspect", "-db", missing, "anonymous", "k"}, {"sweep", "-db", missing}} {
+		err := (&Main{Stdout: io.Discard, Stderr: io.Discard}).Run(context.Background(), args)
+		if err == nil || !strings.Contains(err.Error(), "no database") {
+			t.Errorf("idem %v: err = %v, want no database", args, err)
+		}
+		if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("idem %v created %s (stat: %v)", args, missing, err)
+		}
+	}
+}

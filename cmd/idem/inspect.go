@@ -25,9 +25,9 @@ func (c *inspectCommand) Run(ctx context.Context, args []string) error {
 		return usageError{`inspect: want two arguments, <scope> and <key> (the transfers service's scopes are "anonymous" and "bearer:<token>")`}
 	}
 	scope, key := fs.Arg(0), fs.Arg(1)
-	b, err := openBackend(ctx, *db, backendOptions{})
+	b, err := openBackend(ctx, *db, backendOptions{mustExist: true})
 	if err != nil {
-		return fmt.Errorf("inspect: open %s: %w", *db, err)
+		return fmt.Errorf("inspect: %w", err)
 	}
 	defer b.close()
 	in, ok := b.store.(idem.Inspector)

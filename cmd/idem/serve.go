@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -45,7 +44,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 
 	b, err := openBackend(ctx, *db, backendOptions{replayProbe: *probe})
 	if err != nil {
-		return fmt.Errorf("serve: open %s: %w", *db, err)
+		return fmt.Errorf("serve: %w", err)
 	}
 	defer b.close()
 	cfg := &transfers.Config{Logger: log}
@@ -94,15 +93,4 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	return nil
-}
-
-// redact hides a password in a database URL for logging.
-func redact(db string) string {
-	if !isPostgres(db) {
-		return db
-	}
-	if u, err := url.Parse(db); err == nil {
-		return u.Redacted()
-	}
-	return "postgres://…"
 }

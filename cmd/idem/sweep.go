@@ -25,9 +25,9 @@ func (c *sweepCommand) Run(ctx context.Context, args []string) error {
 	if *batch <= 0 {
 		return usageError{fmt.Sprintf("sweep: -batch must be positive, got %d", *batch)}
 	}
-	b, err := openBackend(ctx, *db, backendOptions{})
+	b, err := openBackend(ctx, *db, backendOptions{mustExist: true})
 	if err != nil {
-		return fmt.Errorf("sweep: open %s: %w", *db, err)
+		return fmt.Errorf("sweep: %w", err)
 	}
 	defer b.close()
 	sw, err := idem.NewSweeper(b.store.(idem.ExpiredDeleter), &idem.SweeperConfig{BatchSize: *batch})
