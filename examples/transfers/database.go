@@ -15,7 +15,7 @@ import (
 // database as the idempotency records. Build one with SQLite or Postgres.
 type Database struct {
 	schema string
-	lock   string // locks both accounts, in id order
+	lock   string // locks both accounts, in id order; returns how many exist and the balance of the second
 
 	pool    querier                                   // reads outside any transaction
 	begin   func(ctx context.Context) (txn, error)    // a transaction of our own
@@ -53,7 +53,7 @@ func SQLite(store *sqlitestore.Store) *Database {
 	return &Database{
 		schema: sqliteSchema,
 		// SQLite serialises writers (BEGIN IMMEDIATE): reading is enough.
-		lock: `SELECT count(*) FROM accounts WHERE id IN ($1, $2)`,
+		lock: `SELECT count(*), coalesce(max(CASE WHEN id = $2 THEN balance END), 0) FROM accounts WHERE id IN ($1, $2)`,
 		pool: sqlQ{db},
 		begin: func(ctx context.Context) (txn, error) {
 			tx, err := db.BeginTx(ctx, nil)
@@ -75,7 +75,8 @@ func Postgres(store *pgstore.Store) *Database {
 	return &Database{
 		schema: postgresSchema,
 		// Row locks in id order, so that A->B and B->A never deadlock.
-		lock: `SELECT count(*) FROM (SELECT id FROM accounts WHERE id IN ($1, $2) ORDER BY id FOR UPDATE) locked`,
+		lock: `SELECT count(*), coalesce(max(CASE WHEN id = $2 THEN balance END), 0)
+			FROM (SELECT id, balance FROM accounts WHERE id IN ($1, $2) ORDER BY id FOR UPDATE) locked`,
 		pool: pgQ{pool},
 		begin: func(ctx context.Context) (txn, error) {
 			tx, err := pool.Begin(ctx)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -293,12 +294,20 @@ func (s *Service) transfer(ctx context.Context, q querier, from, to string, amou
 	case from == to:
 		return Transfer{}, &declined{"same-account", "Same account", "from and to must be different accounts"}, nil
 	}
-	var found int
-	if err := q.queryRow(ctx, s.db.lock, from, to).Scan(&found); err != nil {
+	var (
+		found     int
+		toBalance int64
+	)
+	if err := q.queryRow(ctx, s.db.lock, from, to).Scan(&found, &toBalance); err != nil {
 		return Transfer{}, nil, err
 	}
 	if found != 2 {
 		return Transfer{}, &declined{"unknown-account", "Unknown account", fmt.Sprintf("from %q or to %q is not an account", from, to)}, nil
+	}
+	// Checked before any write: a 4xx commits, so a refusal must come
+	// before the debit.
+	if toBalance > math.MaxInt64-amount {
+		return Transfer{}, &declined{"balance-overflow", "Balance overflow", fmt.Sprintf("account %q cannot hold %d more cents", to, amount)}, nil
 	}
 	n, err := q.exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2 AND balance >= $1`, amount, from)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -167,6 +168,20 @@ func TestTransfers(t *testing.T) {
 				}
 				if n := c.transfers().Count; n != 1 {
 					t.Errorf("transfers = %d, want 1", n)
+				}
+			})
+			t.Run("CreditThatWouldOverflowIsDeclined", func(t *testing.T) {
+				c := setup(t, b, true)
+				c.do("PUT", "/accounts/rich", "", "", `{"balance":9223372036854775807}`)
+				r := c.do("POST", "/transfers", "o", "", `{"from":"alice","to":"rich","amount":1}`)
+				if r.status != 422 || !strings.Contains(r.body, "balance-overflow") {
+					t.Errorf("credit past int64: %d %s, want 422 balance-overflow", r.status, r.body)
+				}
+				if a, rich := c.balance("alice"), c.balance("rich"); a != 10000 || rich != math.MaxInt64 {
+					t.Errorf("balances = %d, %d; want both untouched", a, rich)
+				}
+				if n := c.transfers().Count; n != 0 {
+					t.Errorf("transfers = %d, want 0", n)
 				}
 			})
 			t.Run("Rules", func(t *testing.T) {
