@@ -12,14 +12,16 @@
 //	GET  /healthz                                 200 ok
 //
 // POST /transfers requires an Idempotency-Key. An unknown account, a
-// non-positive amount, a transfer to the same account and insufficient funds
-// are answered 422 (a final answer: recorded and replayed). Malformed JSON
-// (400) and a body over 1 MiB (413) are refused before the idempotency
-// layer and never recorded, so a corrected retry with the same key runs. A
-// database failure is answered 503 with Retry-After: the transaction was
-// rolled back and nothing was recorded, so the retry is safe. Authorization: Bearer <token> names the principal (demo
-// authentication); keys are scoped per principal, and a request without the
-// header is the anonymous principal.
+// non-positive amount, a transfer to the same account, insufficient funds
+// and a credit that would take a balance past the largest int64 are
+// answered 422 (a final answer: recorded and replayed; every refusal is
+// decided before the first write). Malformed JSON (400) and a body over
+// 1 MiB (413) are refused before the idempotency layer and never recorded,
+// so a corrected retry with the same key runs. A database failure is
+// answered 503 with Retry-After: the transaction was rolled back and
+// nothing was recorded, so the retry is safe. Authorization: Bearer <token>
+// names the principal (demo authentication); keys are scoped per
+// principal, and a request without the header is the anonymous principal.
 //
 // A transfer is one transaction: the debit, the credit, the transfer row and
 // the idempotency record commit together. Balances never go negative (the
