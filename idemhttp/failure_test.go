@@ -173,3 +173,21 @@ func TestClientGoneIsNotUnavailable(t *testing.T) {
 		t.Error("a record was written for a request whose client had gone")
 	}
 }
+
+// A deadline that runs out is the server's own limit: 503 unavailable,
+// logged as an error, not a client that left.
+func TestDeadlineIsUnavailable(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	h := &effectHandler{}
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	r := httptest.NewRequestWithContext(ctx, "POST", "/x", strings.NewReader("{}"))
+	r.Header.Set("Idempotency-Key", "k")
+	w := httptest.NewRecorder()
+	e.mw.Handler(h).ServeHTTP(w, r)
+	checkProblem(t, w, idemhttp.ProblemUnavailable, http.StatusServiceUnavailable)
+	if got := e.outcomes(); !slices.Equal(got, []idemhttp.Outcome{idemhttp.OutcomeUnavailable}) {
+		t.Errorf("outcomes: got %v, want [unavailable]", got)
+	}
+}

@@ -222,9 +222,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, idem.ErrUnavailable) && !workRan && h.opts.FailOpen:
 		h.next.ServeHTTP(w, withBody(r, body))
 		c.done(OutcomeFailOpen, 0, err)
-	case errors.Is(err, idem.ErrUnavailable) && r.Context().Err() != nil:
-		// The store failed because the client left; the answer is for the
-		// log and metrics, as nobody reads it.
+	case errors.Is(err, idem.ErrUnavailable) && errors.Is(r.Context().Err(), context.Canceled):
+		// The store failed because the client left (a deadline that ran
+		// out is the server's own limit, and stays "unavailable"); the
+		// answer is for the log and metrics, as nobody reads it.
 		writeProblem(w, ProblemUnavailable, http.StatusServiceUnavailable,
 			"The request was not processed. Retry later with the same key.", m.cfg.UnavailableRetryAfter)
 		c.done(OutcomeCanceled, http.StatusServiceUnavailable, err)

@@ -34,8 +34,8 @@ const (
 	// OutcomeUnavailable: the store failed; nothing was recorded and 503
 	// was sent.
 	OutcomeUnavailable Outcome = "unavailable"
-	// OutcomeCanceled: the client went away (its request's context ended)
-	// before the store could answer; nothing was recorded and 503 was
+	// OutcomeCanceled: the client went away (its request's context was
+	// cancelled) before the store could answer; nothing was recorded and 503 was
 	// written to nobody. It is kept apart from OutcomeUnavailable so that
 	// clients hanging up do not look like a store failure.
 	OutcomeCanceled Outcome = "canceled"
