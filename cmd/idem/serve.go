@@ -24,8 +24,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	db := fs.String("db", defaultDB, "SQLite file path, or a postgres:// URL")
 	mode := fs.String("idempotency", "on", `"on", or "off" to run the same service without idem (keys ignored; for comparisons only)`)
 	ttl := fs.Duration("ttl", idem.DefaultTTL, "how long idempotency records are kept and replayed")
+	timeout := fs.Duration("request-timeout", 10*time.Second, "longest a request may wait and work; past it, its database work is cancelled, rolled back and answered 503")
 	probe := fs.Bool("replay-probe", false, "PostgreSQL: answer replays and in-flight refusals in one round trip, at one more round trip per first execution")
-	if err := c.parse(fs, args, "serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://…] [-idempotency on|off] [-ttl 24h] [-replay-probe]"); err != nil {
+	if err := c.parse(fs, args, "serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://…] [-idempotency on|off] [-ttl 24h] [-request-timeout 10s] [-replay-probe]"); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -33,6 +34,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	if *ttl <= 0 {
 		return usageError{fmt.Sprintf("serve: -ttl must be positive, got %s", *ttl)}
+	}
+	if *timeout <= 0 {
+		return usageError{fmt.Sprintf("serve: -request-timeout must be positive, got %s", *timeout)}
 	}
 	if *probe && !isPostgres(*db) {
 		return usageError{"serve: -replay-probe applies to PostgreSQL only"}
@@ -74,7 +78,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	srv := &http.Server{Handler: svc, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: withDeadline(svc, *timeout), ReadHeaderTimeout: 10 * time.Second}
 	log.Info("idem serve: listening", "addr", "http://"+ln.Addr().String(), "db", redact(*db), "idempotency", *mode)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -93,4 +97,16 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// withDeadline bounds each request's context by d, so that no request waits
+// without end on a stalled database (a held lock, an exhausted pool): its
+// statements are cancelled, its transaction rolled back, and it is answered
+// 503 with Retry-After, which the client retries with the same key.
+func withDeadline(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
