@@ -1,10 +1,6 @@
 package pgstore
 
-import (
-	"fmt"
-	"strings"
-	"unicode/utf8"
-)
+import "github.com/idemkit/idem/pgstore/internal/pgschema"
 
 // Config configures a Store. The zero value, and a nil *Config, mean
 // defaults.
@@ -38,11 +34,6 @@ const (
 	DefaultTable  = "idem_records"
 )
 
-// maxTableLen keeps the names derived from Table ("…_migrations",
-// "…_expires_at_idx") within PostgreSQL's 63-byte identifier limit, which
-// it would otherwise truncate silently.
-const maxTableLen = 63 - len("_expires_at_idx")
-
 func (c *Config) withDefaults() (Config, error) {
 	var out Config
 	if c != nil {
@@ -58,22 +49,5 @@ func (c *Config) withDefaults() (Config, error) {
 }
 
 func (c *Config) validate() error {
-	if err := checkIdent("Schema", c.Schema, 63); err != nil {
-		return err
-	}
-	return checkIdent("Table", c.Table, maxTableLen)
-}
-
-// checkIdent rejects names PostgreSQL cannot hold. Any other character is
-// fine: identifiers are always quoted.
-func checkIdent(field, name string, max int) error {
-	switch {
-	case len(name) > max:
-		return fmt.Errorf("pgstore: Config.%s must be at most %d bytes, got %d", field, max, len(name))
-	case !utf8.ValidString(name):
-		return fmt.Errorf("pgstore: Config.%s must be valid UTF-8", field)
-	case strings.ContainsRune(name, 0):
-		return fmt.Errorf("pgstore: Config.%s must not contain a NUL byte", field)
-	}
-	return nil
+	return pgschema.Validate(c.Schema, c.Table)
 }

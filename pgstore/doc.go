@@ -151,7 +151,10 @@
 //
 // # database/sql
 //
-// There is no database/sql twin: the pipelined Begin and Commit need pgx's
-// batch API. Code on database/sql with the pgx driver (pgx/v5/stdlib) can
-// reach the same server through a pgxpool built from the same DSN.
+// Code on database/sql (pgx's stdlib driver, lib/pq, sqlx) uses the twin
+// package pgstore/sqldb: the same Config, table, migrations and advisory
+// lock keys, so a pgstore process and a sqldb process on one table replay
+// each other's records and refuse each other's keys in flight. It costs
+// more round trips, since database/sql cannot pipeline: see its
+// documentation.
 package pgstore

@@ -2,28 +2,22 @@ package pgstore
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"hash/fnv"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/pgstore/internal/pgschema"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Store is an idem.Store on PostgreSQL. It is safe for concurrent use.
 type Store struct {
-	pool   *pgxpool.Pool
-	owned  bool // Open created pool; Close closes it
-	cfg    Config
-	names  names
-	lockNS []byte // the qualified table name, hashed into every lock key
-
-	// SQL built once from names.
-	selectSQL, deleteSQL, insertSQL, sweepSQL string
+	pool  *pgxpool.Pool
+	owned bool // Open created pool; Close closes it
+	cfg   Config
+	names pgschema.Names
+	sql   pgschema.Statements // built once from names
 
 	// lockKey is replaced by tests to force hash collisions.
 	lockKey func(scope, key string) int64
@@ -46,17 +40,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := newNames(c.Schema, c.Table)
-	s := &Store{pool: pool, cfg: c, names: n, lockNS: []byte(n.table)}
+	n := pgschema.NewNames(c.Schema, c.Table)
+	s := &Store{pool: pool, cfg: c, names: n, sql: pgschema.NewStatements(n)}
 	s.lockKey = s.hashLockKey
-	s.selectSQL = `SELECT fingerprint, state, status, headers, body, created_at, expires_at FROM ` + n.table + ` WHERE scope = $1 AND key = $2`
-	// Only an expired row is ever deleted before the insert; a live one
-	// stays and makes the insert fail on the primary key.
-	s.deleteSQL = `DELETE FROM ` + n.table + ` WHERE scope = $1 AND key = $2 AND expires_at <= $3`
-	s.insertSQL = `INSERT INTO ` + n.table + ` (scope, key, fingerprint, state, status, headers, body, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
-	// The outer expires_at test is re-checked on the newest row version
-	// if a row changed after the inner SELECT: never delete a live row.
-	s.sweepSQL = `DELETE FROM ` + n.table + ` WHERE ctid = ANY (ARRAY (SELECT ctid FROM ` + n.table + ` WHERE expires_at <= $1 LIMIT $2)) AND expires_at <= $1`
 	if !c.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err
@@ -96,18 +82,13 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // hashLockKey is the advisory lock key of (scope, key): FNV-1a 64 over the
 // qualified table name, scope and key, each prefixed by its length so that
-// no two triples share an input. It only ever locks; what a request is
-// answered is decided by the stored (scope, key), so a collision costs a
-// spurious ErrInFlight and nothing else.
+// no two triples share an input (pgschema.LockKey, which pgstore/sqldb
+// uses too, so that the two stores exclude each other on one table). It
+// only ever locks; what a request is answered is decided by the stored
+// (scope, key), so a collision costs a spurious ErrInFlight and nothing
+// else.
 func (s *Store) hashLockKey(scope, key string) int64 {
-	h := fnv.New64a()
-	var n [4]byte
-	for _, part := range [][]byte{s.lockNS, []byte(scope), []byte(key)} {
-		binary.BigEndian.PutUint32(n[:], uint32(len(part)))
-		h.Write(n[:])
-		h.Write(part)
-	}
-	return int64(h.Sum64())
+	return pgschema.LockKey(s.names.Table, scope, key)
 }
 
 // Begin implements idem.Store.
@@ -133,11 +114,11 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 	)
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	b.Queue(`SELECT pg_try_advisory_xact_lock($1)`, s.lockKey(p.Scope, p.Key)).QueryRow(func(row pgx.Row) error {
+	b.Queue(s.sql.Lock, s.lockKey(p.Scope, p.Key)).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&locked)
 	})
-	b.Queue(s.selectSQL, p.Scope, p.Key).QueryRow(func(row pgx.Row) error {
-		r, err := scanRecord(row, p.Scope, p.Key)
+	b.Queue(s.sql.Select, p.Scope, p.Key).QueryRow(func(row pgx.Row) error {
+		r, err := pgschema.ScanRecord(row, p.Scope, p.Key)
 		rec = r
 		return err
 	})
@@ -176,11 +157,11 @@ func (s *Store) probe(ctx context.Context, p *idem.BeginParams) (*idem.Record, b
 		rec    *idem.Record
 	)
 	b := &pgx.Batch{}
-	b.Queue(`SELECT pg_try_advisory_xact_lock($1)`, s.lockKey(p.Scope, p.Key)).QueryRow(func(row pgx.Row) error {
+	b.Queue(s.sql.Lock, s.lockKey(p.Scope, p.Key)).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&locked)
 	})
-	b.Queue(s.selectSQL, p.Scope, p.Key).QueryRow(func(row pgx.Row) error {
-		r, err := scanRecord(row, p.Scope, p.Key)
+	b.Queue(s.sql.Select, p.Scope, p.Key).QueryRow(func(row pgx.Row) error {
+		r, err := pgschema.ScanRecord(row, p.Scope, p.Key)
 		rec = r
 		return err
 	})
@@ -198,7 +179,7 @@ func (s *Store) probe(ctx context.Context, p *idem.BeginParams) (*idem.Record, b
 
 // Lookup implements idem.Inspector.
 func (s *Store) Lookup(ctx context.Context, p *idem.LookupParams) (*idem.Record, error) {
-	rec, err := scanRecord(s.pool.QueryRow(ctx, s.selectSQL, p.Scope, p.Key), p.Scope, p.Key)
+	rec, err := pgschema.ScanRecord(s.pool.QueryRow(ctx, s.sql.Select, p.Scope, p.Key), p.Scope, p.Key)
 	if err != nil {
 		return nil, unavailable("lookup", err)
 	}
@@ -215,44 +196,11 @@ func (s *Store) DeleteExpired(ctx context.Context, p *idem.DeleteExpiredParams) 
 	if p.Limit <= 0 {
 		return 0, nil
 	}
-	tag, err := s.pool.Exec(ctx, s.sweepSQL, p.Now, p.Limit)
+	tag, err := s.pool.Exec(ctx, s.sql.Sweep, p.Now, p.Limit)
 	if err != nil {
 		return 0, unavailable("delete expired", err)
 	}
 	return int(tag.RowsAffected()), nil
-}
-
-// scanRecord reads one row of selectSQL; no row is a nil record.
-func scanRecord(row pgx.Row, scope, key string) (*idem.Record, error) {
-	var (
-		rec     = idem.Record{Scope: scope, Key: key}
-		state   string
-		headers []byte
-	)
-	err := row.Scan(&rec.Fingerprint, &state, &rec.Result.Status, &headers, &rec.Result.Body, &rec.CreatedAt, &rec.ExpiresAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	rec.State = idem.State(state)
-	rec.CreatedAt = rec.CreatedAt.UTC()
-	rec.ExpiresAt = rec.ExpiresAt.UTC()
-	if headers != nil {
-		if err := json.Unmarshal(headers, &rec.Result.Header); err != nil {
-			return nil, fmt.Errorf("headers of (%q, %q): %w", scope, key, err)
-		}
-	}
-	return &rec, nil
-}
-
-// encodeHeaders is the jsonb value of h; nil stays NULL.
-func encodeHeaders(h map[string][]string) ([]byte, error) {
-	if h == nil {
-		return nil, nil
-	}
-	return json.Marshal(h)
 }
 
 // endConn rolls back whatever transaction conn is in and returns it to the

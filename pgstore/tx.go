@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/pgstore/internal/pgschema"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -60,7 +61,7 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	}
 	t.ended = true
 	r := p.Record
-	headers, err := encodeHeaders(r.Result.Header)
+	headers, err := pgschema.EncodeHeaders(r.Result.Header)
 	if err != nil {
 		endConn(ctx, t.conn)
 		return fmt.Errorf("pgstore: commit: headers: %w", err)
@@ -76,9 +77,9 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	var commitTag pgconn.CommandTag
 	b := &pgx.Batch{}
 	if t.expiredRow {
-		b.Queue(t.store.deleteSQL, t.scope, t.key, p.Now)
+		b.Queue(t.store.sql.Delete, t.scope, t.key, p.Now)
 	}
-	b.Queue(t.store.insertSQL, t.scope, t.key, r.Fingerprint, string(state), r.Result.Status, headers, body, r.CreatedAt, r.ExpiresAt)
+	b.Queue(t.store.sql.Insert, t.scope, t.key, r.Fingerprint, string(state), r.Result.Status, headers, body, r.CreatedAt, r.ExpiresAt)
 	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
 		commitTag = ct
 		return nil
@@ -86,7 +87,7 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	err = t.conn.Conn().SendBatch(ctx, b).Close()
 	endConn(ctx, t.conn) // rolls back if the pipeline stopped short of COMMIT
 	switch {
-	case isUniqueViolation(err):
+	case pgschema.IsUniqueViolation(err):
 		return fmt.Errorf("%w: pgstore: (%q, %q): %w", idem.ErrConflict, t.scope, t.key, err)
 	case err != nil:
 		return unavailable("commit", err)

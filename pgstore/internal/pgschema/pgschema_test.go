@@ -1,0 +1,134 @@
+package pgschema
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+func TestLockKeyIsStable(t *testing.T) {
+	// The lock key is shared by every process on a table, of pgstore and
+	// sqldb alike, across releases: two that hash differently would run
+	// the same key at once. These values were computed by pgstore before
+	// the hash moved here; they must never change.
+	t.Parallel()
+	tests := []struct {
+		schema, table, scope, key string
+		want                      int64
+	}{
+		{"public", "idem_records", "s", "k", 77224132866607653},
+		{"public", "idem_records", "alice", "transfer-1", 8971901036579918781},
+		{`we"ird`, "T", "", "", 7907610170059438487},
+	}
+	for _, tt := range tests {
+		if got := LockKey(NewNames(tt.schema, tt.table).Table, tt.scope, tt.key); got != tt.want {
+			t.Errorf("LockKey(%q.%q, %q, %q) = %d, want %d", tt.schema, tt.table, tt.scope, tt.key, got, tt.want)
+		}
+	}
+	// The length prefixes keep (scope, key) pairs that concatenate alike
+	// apart.
+	table := NewNames("public", "idem_records").Table
+	if LockKey(table, "ab", "c") == LockKey(table, "a", "bc") {
+		t.Error(`LockKey("ab", "c") == LockKey("a", "bc")`)
+	}
+}
+
+func TestNewNamesQuotes(t *testing.T) {
+	t.Parallel()
+	n := NewNames(`s"x`, "t")
+	want := Names{Schema: `"s""x"`, Table: `"s""x"."t"`, Migrations: `"s""x"."t_migrations"`, PKey: `"t_pkey"`, ExpiresIdx: `"t_expires_at_idx"`}
+	if n != want {
+		t.Errorf("NewNames = %+v, want %+v", n, want)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name          string
+		schema, table string
+		field         string // "" = valid
+	}{
+		{"Defaults", "public", "idem_records", ""},
+		{"Quoted", `we"ird schema`, `Tab; DROP TABLE x`, ""},
+		{"LongestTable", "s", strings.Repeat("t", 48), ""},
+		{"LongSchema", strings.Repeat("s", 64), "t", "Config.Schema"},
+		{"LongTable", "s", strings.Repeat("t", 49), "Config.Table"},
+		{"NulTable", "s", "a\x00b", "Config.Table"},
+		{"BadUTF8", "\xff", "t", "Config.Schema"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Validate(tt.schema, tt.table)
+			switch {
+			case tt.field == "" && err != nil:
+				t.Errorf("Validate: %v, want nil", err)
+			case tt.field != "" && (err == nil || !strings.Contains(err.Error(), tt.field)):
+				t.Errorf("Validate: %v, want an error naming %s", err, tt.field)
+			}
+		})
+	}
+}
+
+// pqError has the shape of lib/pq's *pq.Error: a pointer type whose
+// SQLState method returns the code.
+type pqError struct{ code string }
+
+func (e *pqError) Error() string    { return "pq: something (" + e.code + ")" }
+func (e *pqError) SQLState() string { return e.code }
+
+func TestErrorsOfAnyDriver(t *testing.T) {
+	// A SQLSTATE is read from any error in the chain that has a
+	// SQLState method: pgx's *pgconn.PgError, lib/pq's *pq.Error, or
+	// another driver's.
+	t.Parallel()
+	tests := []struct {
+		name      string
+		err       error
+		unique    bool
+		transient bool
+	}{
+		{"PgxUnique", &pgconn.PgError{Code: "23505"}, true, false},
+		{"PqUnique", &pqError{"23505"}, true, false},
+		{"WrappedPqUnique", fmt.Errorf("insert: %w", &pqError{"23505"}), true, false},
+		{"PgxSerialization", &pgconn.PgError{Code: "40001"}, false, true},
+		{"PqDeadlock", &pqError{"40P01"}, false, true},
+		{"PqAdminShutdown", fmt.Errorf("x: %w", &pqError{"57P01"}), false, true},
+		{"PqConnectionClass", &pqError{"08006"}, false, true},
+		{"PqTooManyConnections", &pqError{"53300"}, false, true},
+		{"PqUndefinedTable", &pqError{"42P01"}, false, false},
+		{"PqForeignKey", &pqError{"23503"}, false, false},
+		{"EmptyCode", &pqError{""}, false, false},
+		{"Network", errors.New("read: connection reset by peer"), false, true},
+		{"Nil", nil, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := IsUniqueViolation(tt.err); got != tt.unique {
+				t.Errorf("IsUniqueViolation(%v) = %v, want %v", tt.err, got, tt.unique)
+			}
+			if got := Transient(tt.err); got != tt.transient {
+				t.Errorf("Transient(%v) = %v, want %v", tt.err, got, tt.transient)
+			}
+		})
+	}
+}
+
+func TestStatementsShareOneTable(t *testing.T) {
+	t.Parallel()
+	n := NewNames("s", "t")
+	st := NewStatements(n)
+	for name, sql := range map[string]string{"Select": st.Select, "Delete": st.Delete, "Insert": st.Insert, "Sweep": st.Sweep, "Probe": st.Probe} {
+		if !strings.Contains(sql, n.Table) {
+			t.Errorf("%s does not name %s: %s", name, n.Table, sql)
+		}
+	}
+	// The lock is its own statement; the read that decides must not be
+	// fused with it (DESIGN §7, "snapshot before lock").
+	if strings.Contains(st.Select, "advisory") || strings.Contains(st.Lock, n.Table) {
+		t.Errorf("Lock and Select are fused: %q / %q", st.Lock, st.Select)
+	}
+}

@@ -1,0 +1,76 @@
+package pgschema
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/idemkit/idem"
+)
+
+// ScanRecord reads the row of Statements.Select; no row is a nil record
+// and a nil error. It takes pgx's and database/sql's "no rows" errors
+// alike (pgx.ErrNoRows matches sql.ErrNoRows).
+func ScanRecord(row Row, scope, key string) (*idem.Record, error) {
+	var (
+		rec     = idem.Record{Scope: scope, Key: key}
+		state   string
+		headers []byte
+	)
+	err := row.Scan(&rec.Fingerprint, &state, &rec.Result.Status, &headers, &rec.Result.Body, &rec.CreatedAt, &rec.ExpiresAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return finish(&rec, state, headers)
+}
+
+// ScanProbe reads the row of Statements.Probe: whether the lock was free,
+// and the record, nil when there is none.
+func ScanProbe(row Row, scope, key string) (locked bool, rec *idem.Record, err error) {
+	var (
+		fingerprint, state sql.NullString
+		status             sql.NullInt64
+		headers, body      []byte
+		created, expires   sql.NullTime
+	)
+	if err := row.Scan(&locked, &fingerprint, &state, &status, &headers, &body, &created, &expires); err != nil {
+		return false, nil, err
+	}
+	if !fingerprint.Valid { // the LEFT JOIN found no record
+		return locked, nil, nil
+	}
+	r := &idem.Record{
+		Scope:       scope,
+		Key:         key,
+		Fingerprint: fingerprint.String,
+		Result:      idem.Result{Status: int(status.Int64), Body: body},
+		CreatedAt:   created.Time,
+		ExpiresAt:   expires.Time,
+	}
+	rec, err = finish(r, state.String, headers)
+	return locked, rec, err
+}
+
+func finish(rec *idem.Record, state string, headers []byte) (*idem.Record, error) {
+	rec.State = idem.State(state)
+	rec.CreatedAt = rec.CreatedAt.UTC()
+	rec.ExpiresAt = rec.ExpiresAt.UTC()
+	if headers != nil {
+		if err := json.Unmarshal(headers, &rec.Result.Header); err != nil {
+			return nil, fmt.Errorf("headers of (%q, %q): %w", rec.Scope, rec.Key, err)
+		}
+	}
+	return rec, nil
+}
+
+// EncodeHeaders is the jsonb value of h; nil stays NULL.
+func EncodeHeaders(h map[string][]string) ([]byte, error) {
+	if h == nil {
+		return nil, nil
+	}
+	return json.Marshal(h)
+}

@@ -1,0 +1,122 @@
+// Package pgschema is what pgstore and pgstore/sqldb share so that both
+// drive one table the same way: the quoted names, the migrations, the SQL
+// of every statement, the advisory lock key, the reading of a record and
+// the classification of PostgreSQL errors.
+//
+// A service may move from one store to the other, or run both at once on
+// one table: the rows, the migrations recorded in "<Table>_migrations" and
+// the lock keys are identical, so the two exclude each other on a key and
+// replay each other's records. Change anything here only in a way both
+// stores keep, and append migrations, never edit a released one.
+package pgschema
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Names are the quoted identifiers of one store's table.
+type Names struct {
+	Schema     string // "s"
+	Table      string // "s"."t"
+	Migrations string // "s"."t_migrations"
+	PKey       string // "t_pkey"
+	ExpiresIdx string // "t_expires_at_idx"
+}
+
+// NewNames quotes the identifiers of table in schema. Both must have
+// passed Validate.
+func NewNames(schema, table string) Names {
+	return Names{
+		Schema:     pgx.Identifier{schema}.Sanitize(),
+		Table:      pgx.Identifier{schema, table}.Sanitize(),
+		Migrations: pgx.Identifier{schema, table + "_migrations"}.Sanitize(),
+		PKey:       pgx.Identifier{table + "_pkey"}.Sanitize(),
+		ExpiresIdx: pgx.Identifier{table + "_expires_at_idx"}.Sanitize(),
+	}
+}
+
+// maxTableLen keeps the names derived from the table ("…_migrations",
+// "…_expires_at_idx") within PostgreSQL's 63-byte identifier limit, which
+// it would otherwise truncate silently.
+const maxTableLen = 63 - len("_expires_at_idx")
+
+// Validate rejects a schema or table name that PostgreSQL cannot hold,
+// naming the pgstore.Config field at fault. Any other character is fine:
+// identifiers are always quoted.
+func Validate(schema, table string) error {
+	if err := checkIdent("Schema", schema, 63); err != nil {
+		return err
+	}
+	return checkIdent("Table", table, maxTableLen)
+}
+
+func checkIdent(field, name string, max int) error {
+	switch {
+	case len(name) > max:
+		return fmt.Errorf("pgstore: Config.%s must be at most %d bytes, got %d", field, max, len(name))
+	case !utf8.ValidString(name):
+		return fmt.Errorf("pgstore: Config.%s must be valid UTF-8", field)
+	case strings.ContainsRune(name, 0):
+		return fmt.Errorf("pgstore: Config.%s must not contain a NUL byte", field)
+	}
+	return nil
+}
+
+// recordColumns are the columns a record is read from, in the order
+// ScanRecord scans them.
+const recordColumns = `fingerprint, state, status, headers, body, created_at, expires_at`
+
+// Statements is the SQL of the hot path, built once per store. The
+// parameters are positional ($1, $2, …), which pgx and every
+// database/sql driver for PostgreSQL accept.
+type Statements struct {
+	// Lock tries the key's transaction-scoped advisory lock: $1 is
+	// LockKey. It returns one boolean.
+	Lock string
+
+	// Select reads the record of ($1 scope, $2 key) for ScanRecord. It
+	// must run in a statement after Lock, never fused with it: its
+	// snapshot must be taken once the lock is granted.
+	Select string
+
+	// Delete deletes the record of ($1 scope, $2 key) only if it has
+	// expired at $3. A live record stays and makes Insert fail on the
+	// primary key.
+	Delete string
+
+	// Insert writes a record: scope, key, fingerprint, state, status,
+	// headers (jsonb, NULL for none), body, created_at, expires_at.
+	Insert string
+
+	// Sweep deletes at most $2 records that have expired at $1, chosen
+	// through the expires_at index by ctid. The outer expires_at test is
+	// re-checked on the newest row version if a row changed after the
+	// inner SELECT: it never deletes a live row.
+	Sweep string
+
+	// Probe tries the key's lock ($1) and reads the record of ($2 scope,
+	// $3 key) in one statement, outside any explicit transaction, for
+	// ScanProbe. Its read may take its snapshot before the lock, so its
+	// answer is only ever trusted for a live record (final) or a held
+	// lock (in flight); a free key without a live record must still go
+	// through Lock and then Select in a transaction.
+	Probe string
+}
+
+// NewStatements returns the statements on the table n names.
+func NewStatements(n Names) Statements {
+	return Statements{
+		Lock:   `SELECT pg_try_advisory_xact_lock($1)`,
+		Select: `SELECT ` + recordColumns + ` FROM ` + n.Table + ` WHERE scope = $1 AND key = $2`,
+		Delete: `DELETE FROM ` + n.Table + ` WHERE scope = $1 AND key = $2 AND expires_at <= $3`,
+		Insert: `INSERT INTO ` + n.Table + ` (scope, key, ` + recordColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		Sweep:  `DELETE FROM ` + n.Table + ` WHERE ctid = ANY (ARRAY (SELECT ctid FROM ` + n.Table + ` WHERE expires_at <= $1 LIMIT $2)) AND expires_at <= $1`,
+		Probe: `SELECT l.locked, r.fingerprint, r.state, r.status, r.headers, r.body, r.created_at, r.expires_at
+FROM (SELECT pg_try_advisory_xact_lock($1) AS locked) AS l
+LEFT JOIN ` + n.Table + ` AS r ON r.scope = $2 AND r.key = $3`,
+	}
+}
