@@ -1,0 +1,191 @@
+package sqldb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/pgstore"
+	"github.com/idemkit/idem/pgstore/internal/pgschema"
+)
+
+// Store is an idem.Store on PostgreSQL through database/sql. It is safe for
+// concurrent use.
+type Store struct {
+	db    *sql.DB
+	cfg   pgstore.Config
+	names pgschema.Names
+	sql   pgschema.Statements // built once from names
+
+	// lockKey is replaced by tests to force hash collisions.
+	lockKey func(scope, key string) int64
+}
+
+var (
+	_ idem.Store          = (*Store)(nil)
+	_ idem.Inspector      = (*Store)(nil)
+	_ idem.ExpiredDeleter = (*Store)(nil)
+)
+
+// New returns a Store whose records live in db's database, which must be
+// PostgreSQL. cfg is pgstore's: the same Schema and Table name the same
+// table for both stores. A nil cfg means defaults. Unless cfg.SkipMigrate
+// is set, New applies the migrations first (see Migrate). The caller keeps
+// ownership of db.
+func New(ctx context.Context, db *sql.DB, cfg *pgstore.Config) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("sqldb: New: db is nil")
+	}
+	var c pgstore.Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Schema == "" {
+		c.Schema = pgstore.DefaultSchema
+	}
+	if c.Table == "" {
+		c.Table = pgstore.DefaultTable
+	}
+	if err := pgschema.Validate(c.Schema, c.Table); err != nil {
+		return nil, err
+	}
+	n := pgschema.NewNames(c.Schema, c.Table)
+	s := &Store{db: db, cfg: c, names: n, sql: pgschema.NewStatements(n)}
+	s.lockKey = s.hashLockKey
+	if !c.SkipMigrate {
+		if err := s.Migrate(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// DB returns the database the store uses.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// hashLockKey is pgstore's advisory lock key of (scope, key) on the
+// store's table, so that pgstore and sqldb exclude each other on a key.
+func (s *Store) hashLockKey(scope, key string) int64 {
+	return pgschema.LockKey(s.names.Table, scope, key)
+}
+
+// Begin implements idem.Store.
+//
+// It begins a transaction with BEGIN ISOLATION LEVEL READ COMMITTED, tries
+// the key's advisory lock in one statement and reads the record in the
+// next, so that the read's snapshot sees every record committed before the
+// lock was granted. With Config.ReplayProbe, a probe outside any
+// transaction answers a replay or an in-flight refusal first.
+//
+// The transaction is begun detached from ctx's cancellation (see the
+// package documentation); until Begin returns, the end of ctx still
+// interrupts it.
+func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, idem.Tx, error) {
+	if s.cfg.ReplayProbe {
+		rec, done, err := s.probe(ctx, p)
+		if done || err != nil {
+			return rec, nil, err
+		}
+	}
+	// database/sql rolls a transaction back by itself when the context
+	// given to BeginTx ends, and the Guard commits a work that succeeded
+	// even after the caller's ctx has ended: the transaction's context is
+	// detached from ctx and ended by the Tx. Until Begin returns, the end
+	// of ctx cancels it, so that a wait for a connection or a BEGIN still
+	// obeys the caller's deadline.
+	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	tx, err := s.db.BeginTx(tctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		stop()
+		cancel()
+		return nil, nil, unavailable("begin", ctxCause(ctx, err))
+	}
+	end := func() {
+		stop()
+		rollback(tx, cancel)
+	}
+	var locked bool
+	if err := tx.QueryRowContext(ctx, s.sql.Lock, s.lockKey(p.Scope, p.Key)).Scan(&locked); err != nil {
+		end()
+		return nil, nil, unavailable("begin: lock", ctxCause(ctx, err))
+	}
+	// A statement of its own, after the lock: never fused with it.
+	rec, err := pgschema.ScanRecord(tx.QueryRowContext(ctx, s.sql.Select, p.Scope, p.Key), p.Scope, p.Key)
+	if err != nil {
+		end()
+		return nil, nil, unavailable("begin: read", ctxCause(ctx, err))
+	}
+	// A committed live record is final: it is the answer whether or not
+	// the lock was granted.
+	if rec != nil && !rec.Expired(p.Now) {
+		end()
+		return rec, nil, nil
+	}
+	if !locked {
+		end()
+		return nil, nil, idem.ErrInFlight
+	}
+	if !stop() {
+		// ctx ended meanwhile: the transaction's context has been
+		// cancelled and database/sql is rolling it back.
+		rollback(tx, cancel)
+		return nil, nil, unavailable("begin", context.Cause(ctx))
+	}
+	// An expired record of the key must be deleted before the insert;
+	// when there was none, nobody can write one while this transaction
+	// holds the key's lock, and the DELETE is skipped.
+	return nil, &Tx{store: s, tx: tx, cancel: cancel, scope: p.Scope, key: p.Key, expiredRow: rec != nil}, nil
+}
+
+// probe answers Begin from outside any transaction when it can: a live
+// record is returned, a key whose lock is held is refused. The lock is
+// tried and the record read in one statement, whose implicit transaction
+// releases the lock as soon as the statement ends. Its read may have taken
+// its snapshot before the lock, so a free key with no live record is
+// never decided here: Begin then goes through the transaction.
+func (s *Store) probe(ctx context.Context, p *idem.BeginParams) (*idem.Record, bool, error) {
+	row := s.db.QueryRowContext(ctx, s.sql.Probe, s.lockKey(p.Scope, p.Key), p.Scope, p.Key)
+	locked, rec, err := pgschema.ScanProbe(row, p.Scope, p.Key)
+	if err != nil {
+		return nil, false, unavailable("begin: probe", err)
+	}
+	switch {
+	case rec != nil && !rec.Expired(p.Now):
+		return rec, true, nil
+	case !locked:
+		return nil, true, idem.ErrInFlight
+	}
+	return nil, false, nil
+}
+
+// Lookup implements idem.Inspector.
+func (s *Store) Lookup(ctx context.Context, p *idem.LookupParams) (*idem.Record, error) {
+	rec, err := pgschema.ScanRecord(s.db.QueryRowContext(ctx, s.sql.Select, p.Scope, p.Key), p.Scope, p.Key)
+	if err != nil {
+		return nil, unavailable("lookup", err)
+	}
+	if rec == nil {
+		return nil, idem.ErrNotFound
+	}
+	return rec, nil
+}
+
+// DeleteExpired implements idem.ExpiredDeleter. Each call is one short
+// statement that deletes at most p.Limit rows found through the index on
+// expires_at, re-checking expires_at on the row it deletes.
+func (s *Store) DeleteExpired(ctx context.Context, p *idem.DeleteExpiredParams) (int, error) {
+	if p.Limit <= 0 {
+		return 0, nil
+	}
+	res, err := s.db.ExecContext(ctx, s.sql.Sweep, p.Now, p.Limit)
+	if err != nil {
+		return 0, unavailable("delete expired", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, unavailable("delete expired", err)
+	}
+	return int(n), nil
+}

@@ -1,0 +1,153 @@
+package sqldb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/pgstore/internal/pgschema"
+)
+
+// Tx is an open atomic-mode transaction that holds the advisory lock of one
+// key. It implements idem.Tx. The work writes its effect through the
+// *sql.Tx that TxFrom returns.
+type Tx struct {
+	store      *Store
+	tx         *sql.Tx
+	cancel     context.CancelFunc // ends the context tx was begun with
+	scope, key string
+	ended      bool
+	expiredRow bool // Begin saw an expired record of the key
+}
+
+var _ idem.Tx = (*Tx)(nil)
+
+// TxFrom returns the *sql.Tx that the work passed to idem.Guard.Do runs in,
+// and whether ctx carries a sqldb transaction. Write the effect through it
+// so that the effect commits with the record, or not at all.
+//
+// The *sql.Tx belongs to the Guard, which commits it with the record or
+// rolls it back: do not call its Commit or Rollback (return an error from
+// the work to roll back). A work that does makes the Guard's commit fail
+// with an error matching idem.ErrUnavailable and sql.ErrTxDone, for which
+// Transient is false; if it committed, its effect is then committed
+// without a record. Savepoints (SAVEPOINT, ROLLBACK TO SAVEPOINT) are fine.
+// Once Guard.Do has returned, the *sql.Tx answers sql.ErrTxDone.
+func TxFrom(ctx context.Context) (*sql.Tx, bool) {
+	tx, ok := idem.TxFrom(ctx)
+	if !ok {
+		return nil, false
+	}
+	t, ok := tx.(*Tx)
+	if !ok {
+		return nil, false
+	}
+	return t.tx, true
+}
+
+// Handle implements idem.Tx; it returns the transaction as a *sql.Tx.
+func (t *Tx) Handle() any { return t.tx }
+
+// Commit implements idem.Tx. It sends the DELETE of an expired record of
+// the key (only an expired one, and only when Begin saw one), the INSERT of
+// p.Record and COMMIT, each a statement and a round trip of its own. A live
+// record makes the INSERT fail on the primary key; the transaction is then
+// rolled back and Commit returns an error matching idem.ErrConflict.
+//
+// ctx bounds the statements and, with a driver that watches the context
+// given to BeginTx during COMMIT (pgx's stdlib does), the COMMIT too. When
+// the connection breaks or ctx ends after COMMIT was sent, the outcome is
+// unknown to the store and Commit returns an error matching
+// idem.ErrUnavailable: the retry of the call then finds the record, if it
+// committed, and replays it.
+func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
+	if t.ended {
+		return nil
+	}
+	t.ended = true
+	r := p.Record
+	headers, err := pgschema.EncodeHeaders(r.Result.Header)
+	if err != nil {
+		rollback(t.tx, t.cancel)
+		return fmt.Errorf("sqldb: commit: headers: %w", err)
+	}
+	// The jsonb value goes as text: every driver sends a string as is,
+	// where some send []byte as bytea.
+	var headersArg any
+	if headers != nil {
+		headersArg = string(headers)
+	}
+	body := r.Result.Body
+	if body == nil {
+		body = []byte{}
+	}
+	state := r.State
+	if state == "" {
+		state = idem.StateCompleted
+	}
+	// The end of ctx ends the transaction's context, which interrupts a
+	// COMMIT that hangs.
+	stop := context.AfterFunc(ctx, t.cancel)
+	fail := func(op string, err error) error {
+		stop()
+		rollback(t.tx, t.cancel)
+		err = ctxCause(ctx, err)
+		if errors.Is(err, sql.ErrTxDone) && ctx.Err() == nil {
+			err = fmt.Errorf("the transaction had already ended: the work must not commit or roll back the *sql.Tx of TxFrom: %w", err)
+		}
+		return unavailable(op, err)
+	}
+	if t.expiredRow {
+		if _, err := t.tx.ExecContext(ctx, t.store.sql.Delete, t.scope, t.key, p.Now); err != nil {
+			return fail("commit: delete expired", err)
+		}
+	}
+	_, err = t.tx.ExecContext(ctx, t.store.sql.Insert, t.scope, t.key, r.Fingerprint, string(state), r.Result.Status, headersArg, body, r.CreatedAt, r.ExpiresAt)
+	if pgschema.IsUniqueViolation(err) {
+		stop()
+		rollback(t.tx, t.cancel)
+		return fmt.Errorf("%w: sqldb: (%q, %q): %w", idem.ErrConflict, t.scope, t.key, err)
+	}
+	if err != nil {
+		return fail("commit: insert", err)
+	}
+	err = t.tx.Commit()
+	stop()
+	t.cancel()
+	if err != nil {
+		// A unique violation here is not the record's (its INSERT went
+		// through): a deferred constraint of the work's own. The outcome
+		// is a rollback, reported as unavailable, never as ErrConflict.
+		return unavailable("commit", ctxCause(ctx, err))
+	}
+	return nil
+}
+
+// Rollback implements idem.Tx. It is safe to call after Commit or a
+// previous Rollback, where it does nothing.
+func (t *Tx) Rollback(ctx context.Context) error {
+	if t.ended {
+		return nil
+	}
+	t.ended = true
+	rollback(t.tx, t.cancel)
+	return nil
+}
+
+// rollbackTimeout bounds a ROLLBACK. Past it, the transaction's context is
+// cancelled: the driver drops the connection (database/sql then discards
+// it) and the server rolls back on its own when it notices.
+const rollbackTimeout = 5 * time.Second
+
+// rollback rolls tx back, ignoring "already done" and a broken connection
+// (database/sql discards a connection its driver reports invalid), then
+// ends the transaction's context.
+func rollback(tx *sql.Tx, cancel context.CancelFunc) {
+	timer := time.AfterFunc(rollbackTimeout, cancel)
+	_ = tx.Rollback()
+	timer.Stop()
+	cancel()
+}
