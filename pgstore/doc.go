@@ -112,6 +112,18 @@
 // A fault inside the work reaches the caller as the work's own error (the
 // Guard returns it unchanged), with everything rolled back.
 //
+// A process that dies in the middle of a call leaves a backend behind. If
+// that backend is idle it sees the closed socket at once and rolls back;
+// if it is waiting (on a row lock held by someone else, in a long query)
+// it would not notice until the wait ends, and the key would be answered
+// "in flight" all that time. So the locking statement also sets
+// client_connection_check_interval to 1s for the transaction (PostgreSQL
+// 14 and later, on Linux, macOS and the BSDs; the store asks the server
+// once, on its first Begin, and goes without it elsewhere): the orphaned
+// backend aborts within a second and the key is free.
+// TestAbandonedTransactionFreesKey cuts a client off while its work waits
+// on a row lock and checks that the key frees while the row is still held.
+//
 // # Durability
 //
 // The record commits with the effect, so it is exactly as durable as the

@@ -19,6 +19,8 @@ type Store struct {
 	names pgschema.Names
 	sql   pgschema.Statements // built once from names
 
+	connCheck pgschema.ConnCheck
+
 	// lockKey is replaced by tests to force hash collisions.
 	lockKey func(scope, key string) int64
 }
@@ -49,6 +51,22 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// lockSQL is the lock statement the server takes (see pgschema.ConnCheck).
+func (s *Store) lockSQL(ctx context.Context) (string, error) {
+	return s.connCheck.Lock(ctx, &s.sql, s.connectionCheck)
+}
+
+// connectionCheck asks the server, in a transaction it rolls back, whether
+// it has client_connection_check_interval (see pgschema.ConnectionCheck).
+func (s *Store) connectionCheck(ctx context.Context) (bool, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	return pgschema.ConnectionCheck(ctx, querier{tx})
 }
 
 // Open connects a new pool to the database named by connString (a URL or
@@ -104,6 +122,10 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 			return rec, nil, err
 		}
 	}
+	lock, err := s.lockSQL(ctx)
+	if err != nil {
+		return nil, nil, unavailable("begin: connection check", err)
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, nil, unavailable("begin: acquire", err)
@@ -114,8 +136,8 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 	)
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	b.Queue(s.sql.Lock, s.lockKey(p.Scope, p.Key)).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&locked)
+	b.Queue(lock, s.lockKey(p.Scope, p.Key)).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&locked, new(string))
 	})
 	b.Queue(s.sql.Select, p.Scope, p.Key).QueryRow(func(row pgx.Row) error {
 		r, err := pgschema.ScanRecord(row, p.Scope, p.Key)
@@ -157,8 +179,8 @@ func (s *Store) probe(ctx context.Context, p *idem.BeginParams) (*idem.Record, b
 		rec    *idem.Record
 	)
 	b := &pgx.Batch{}
-	b.Queue(s.sql.Lock, s.lockKey(p.Scope, p.Key)).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&locked)
+	b.Queue(s.sql.LockPlain, s.lockKey(p.Scope, p.Key)).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&locked, new(string))
 	})
 	b.Queue(s.sql.Select, p.Scope, p.Key).QueryRow(func(row pgx.Row) error {
 		r, err := pgschema.ScanRecord(row, p.Scope, p.Key)

@@ -133,6 +133,11 @@
 // A fault inside the work reaches the caller as the work's own error (the
 // Guard returns it unchanged), with everything rolled back.
 //
+// As in pgstore, the locking statement sets client_connection_check_interval
+// for the transaction where the server has it, so the backend of a process
+// that died while its work waited on a lock aborts within a second and
+// frees the key (see pgstore's Faults section).
+//
 // The durability, sweeping and very-large-volume notes of pgstore hold as
 // they are: it is the same table and the same transaction.
 package sqldb

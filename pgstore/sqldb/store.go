@@ -18,6 +18,8 @@ type Store struct {
 	names pgschema.Names
 	sql   pgschema.Statements // built once from names
 
+	connCheck pgschema.ConnCheck
+
 	// lockKey is replaced by tests to force hash collisions.
 	lockKey func(scope, key string) int64
 }
@@ -61,6 +63,22 @@ func New(ctx context.Context, db *sql.DB, cfg *pgstore.Config) (*Store, error) {
 	return s, nil
 }
 
+// lockSQL is the lock statement the server takes (see pgschema.ConnCheck).
+func (s *Store) lockSQL(ctx context.Context) (string, error) {
+	return s.connCheck.Lock(ctx, &s.sql, s.connectionCheck)
+}
+
+// connectionCheck asks the server, in a transaction it rolls back, whether
+// it has client_connection_check_interval (see pgschema.ConnectionCheck).
+func (s *Store) connectionCheck(ctx context.Context) (bool, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	return pgschema.ConnectionCheck(ctx, querier{tx})
+}
+
 // DB returns the database the store uses.
 func (s *Store) DB() *sql.DB { return s.db }
 
@@ -88,6 +106,10 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 			return rec, nil, err
 		}
 	}
+	lock, err := s.lockSQL(ctx)
+	if err != nil {
+		return nil, nil, unavailable("begin: connection check", ctxCause(ctx, err))
+	}
 	// database/sql rolls a transaction back by itself when the context
 	// given to BeginTx ends, and the Guard commits a work that succeeded
 	// even after the caller's ctx has ended: the transaction's context is
@@ -107,7 +129,7 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 		rollback(tx, cancel)
 	}
 	var locked bool
-	if err := tx.QueryRowContext(ctx, s.sql.Lock, s.lockKey(p.Scope, p.Key)).Scan(&locked); err != nil {
+	if err := tx.QueryRowContext(ctx, lock, s.lockKey(p.Scope, p.Key)).Scan(&locked, new(string)); err != nil {
 		end()
 		return nil, nil, unavailable("begin: lock", ctxCause(ctx, err))
 	}

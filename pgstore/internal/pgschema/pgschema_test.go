@@ -121,6 +121,9 @@ func TestStatementsShareOneTable(t *testing.T) {
 	t.Parallel()
 	n := NewNames("s", "t")
 	st := NewStatements(n)
+	if !strings.Contains(st.Lock, "client_connection_check_interval") || strings.Contains(st.LockPlain, "client_connection_check_interval") {
+		t.Errorf("Lock sets the connection check and LockPlain does not: %q / %q", st.Lock, st.LockPlain)
+	}
 	for name, sql := range map[string]string{"Select": st.Select, "Delete": st.Delete, "Insert": st.Insert, "Sweep": st.Sweep, "Probe": st.Probe} {
 		if !strings.Contains(sql, n.Table) {
 			t.Errorf("%s does not name %s: %s", name, n.Table, sql)

@@ -11,8 +11,11 @@
 package pgschema
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -75,8 +78,19 @@ const recordColumns = `fingerprint, state, status, headers, body, created_at, ex
 // database/sql driver for PostgreSQL accept.
 type Statements struct {
 	// Lock tries the key's transaction-scoped advisory lock: $1 is
-	// LockKey. It returns one boolean.
+	// LockKey. It returns the lock's boolean and a text to discard. The
+	// same statement sets client_connection_check_interval for the rest
+	// of the transaction: a backend that waits (on a row lock, a slow
+	// query) while its client is gone notices within
+	// ConnectionCheckInterval and rolls back, which frees the key's lock.
+	// Without it, a crashed process's transaction would hold the key
+	// until that wait ended, and every retry would be answered "in
+	// flight" meanwhile. Servers without the setting get LockPlain (see
+	// ConnCheck).
 	Lock string
+
+	// LockPlain is Lock without the connection check.
+	LockPlain string
 
 	// Select reads the record of ($1 scope, $2 key) for ScanRecord. It
 	// must run in a statement after Lock, never fused with it: its
@@ -107,16 +121,68 @@ type Statements struct {
 	Probe string
 }
 
+// ConnectionCheckInterval is the client_connection_check_interval that
+// Statements.Lock sets for the stores' transactions.
+const ConnectionCheckInterval = "1s"
+
 // NewStatements returns the statements on the table n names.
 func NewStatements(n Names) Statements {
 	return Statements{
-		Lock:   `SELECT pg_try_advisory_xact_lock($1)`,
-		Select: `SELECT ` + recordColumns + ` FROM ` + n.Table + ` WHERE scope = $1 AND key = $2`,
-		Delete: `DELETE FROM ` + n.Table + ` WHERE scope = $1 AND key = $2 AND expires_at <= $3`,
-		Insert: `INSERT INTO ` + n.Table + ` (scope, key, ` + recordColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		Sweep:  `DELETE FROM ` + n.Table + ` WHERE ctid = ANY (ARRAY (SELECT ctid FROM ` + n.Table + ` WHERE expires_at <= $1 LIMIT $2)) AND expires_at <= $1`,
+		Lock:      `SELECT pg_try_advisory_xact_lock($1), set_config('client_connection_check_interval', '` + ConnectionCheckInterval + `', true)`,
+		LockPlain: `SELECT pg_try_advisory_xact_lock($1), ''::text`,
+		Select:    `SELECT ` + recordColumns + ` FROM ` + n.Table + ` WHERE scope = $1 AND key = $2`,
+		Delete:    `DELETE FROM ` + n.Table + ` WHERE scope = $1 AND key = $2 AND expires_at <= $3`,
+		Insert:    `INSERT INTO ` + n.Table + ` (scope, key, ` + recordColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		Sweep:     `DELETE FROM ` + n.Table + ` WHERE ctid = ANY (ARRAY (SELECT ctid FROM ` + n.Table + ` WHERE expires_at <= $1 LIMIT $2)) AND expires_at <= $1`,
 		Probe: `SELECT l.locked, r.fingerprint, r.state, r.status, r.headers, r.body, r.created_at, r.expires_at
 FROM (SELECT pg_try_advisory_xact_lock($1) AS locked) AS l
 LEFT JOIN ` + n.Table + ` AS r ON r.scope = $2 AND r.key = $3`,
 	}
+}
+
+// ConnCheck remembers whether the server has client_connection_check_interval.
+// It asks once, on first use, not in New, so that a store can be created
+// while the server is down. The zero value is ready to use.
+type ConnCheck struct {
+	known atomic.Pointer[string] // the lock statement, once known
+	mu    sync.Mutex
+}
+
+// Lock returns st.Lock or st.LockPlain, whichever the server takes. The
+// first call runs detect (ConnectionCheck in a transaction the store rolls
+// back); a failed detection is not remembered, and the next call asks again.
+func (c *ConnCheck) Lock(ctx context.Context, st *Statements, detect func(context.Context) (bool, error)) (string, error) {
+	if l := c.known.Load(); l != nil {
+		return *l, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l := c.known.Load(); l != nil {
+		return *l, nil
+	}
+	ok, err := detect(ctx)
+	if err != nil {
+		return "", err
+	}
+	l := st.LockPlain
+	if ok {
+		l = st.Lock
+	}
+	c.known.Store(&l)
+	return l, nil
+}
+
+// ConnectionCheck reports whether the server accepts
+// client_connection_check_interval (PostgreSQL 14 and later, on Linux,
+// macOS and the BSDs). It sets it in the transaction q runs in, which the
+// caller rolls back whatever the answer.
+func ConnectionCheck(ctx context.Context, q Querier) (bool, error) {
+	var v string
+	err := q.QueryRow(ctx, `SELECT set_config('client_connection_check_interval', '`+ConnectionCheckInterval+`', true)`).Scan(&v)
+	if code, ok := SQLState(err); ok && (code == "42704" || code == "22023") {
+		// undefined_object (before 14), invalid_parameter_value (a
+		// platform without the kernel support)
+		return false, nil
+	}
+	return err == nil, err
 }
