@@ -576,3 +576,35 @@ func TestRoundTrips(t *testing.T) {
 		})
 	}
 }
+
+func TestDeferredUniqueViolationOfTheWorkIsNotAConflict(t *testing.T) {
+	// A unique violation that the work's own DEFERRABLE constraint raises
+	// at COMMIT is the work's failure: it is not ErrConflict (which would
+	// look for a record that does not exist and answer "in flight" to
+	// every retry), nothing commits, and the key stays free.
+	t.Parallel()
+	s, pool, _ := setup(t, nil)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE TABLE uniq (v int, CONSTRAINT uniq_v UNIQUE (v) DEFERRABLE INITIALLY DEFERRED)`); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := idem.New(s, nil)
+	_, _, err := g.Do(ctx, idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}, func(ctx context.Context) (idem.Result, error) {
+		tx, _ := pgstore.TxFrom(ctx)
+		_, err := tx.Exec(ctx, `INSERT INTO uniq VALUES (1), (1)`) // checked at COMMIT
+		return idem.Result{Status: 201}, err
+	})
+	var ife *idem.InFlightError
+	if err == nil || errors.As(err, &ife) || errors.Is(err, idem.ErrConflict) {
+		t.Fatalf("Do: %v, want the work's constraint failure, not a conflict or in-flight", err)
+	}
+	if pgstore.Transient(err) {
+		t.Errorf("Transient(%v) = true; a constraint violation will not go away", err)
+	}
+	if n := countRows(t, pool, `SELECT count(*) FROM uniq`); n != 0 {
+		t.Errorf("uniq rows = %d, want 0", n)
+	}
+	if n := countRows(t, pool, `SELECT count(*) FROM idem_records`); n != 0 {
+		t.Errorf("records = %d, want 0", n)
+	}
+}

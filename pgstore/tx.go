@@ -87,7 +87,7 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	err = t.conn.Conn().SendBatch(ctx, b).Close()
 	endConn(ctx, t.conn) // rolls back if the pipeline stopped short of COMMIT
 	switch {
-	case pgschema.IsUniqueViolation(err):
+	case t.store.isRecordConflict(err):
 		return fmt.Errorf("%w: pgstore: (%q, %q): %w", idem.ErrConflict, t.scope, t.key, err)
 	case err != nil:
 		return unavailable("commit", err)
@@ -186,3 +186,14 @@ func (h *handle) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 }
 
 func (h *handle) Conn() *pgx.Conn { return h.cur().Conn() }
+
+// isRecordConflict reports whether err is the unique violation of the
+// record table's primary key: another record of the key committed first.
+// Any other unique violation in the pipeline (a DEFERRABLE constraint of
+// the work's own tables checked at COMMIT) is the work's failure, not a
+// conflict to be answered from a record that does not exist.
+func (s *Store) isRecordConflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == pgschema.UniqueViolation &&
+		pe.SchemaName == s.cfg.Schema && pe.TableName == s.cfg.Table
+}
