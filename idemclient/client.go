@@ -208,7 +208,7 @@ func (c *Client) attempt(ctx context.Context, in *Intent, timeout time.Duration)
 	for k, vs := range in.Header {
 		req.Header[k] = slices.Clone(vs)
 	}
-	req.Header.Set(HeaderIdempotencyKey, headerValue(in.Key, c.cfg.QuoteKey))
+	req.Header.Set(c.cfg.Header, headerValue(in.Key, c.cfg.QuoteKey))
 	resp, err := c.cfg.HTTPClient.Do(req)
 	if err != nil {
 		return nil, err

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -402,6 +404,33 @@ func TestDoQuoteKey(t *testing.T) {
 	checkSameKeyAndBody(t, seen, in, 1)
 }
 
+// TestDoHeaderName checks Config.Header: the key goes in the named header
+// on every attempt, and not in the default one.
+func TestDoHeaderName(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []string
+	e := setup(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("X-Request-Key")+"|"+r.Header.Get("Idempotency-Key"))
+		mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}, func(c *idemclient.Config) { c.Header = "X-Request-Key" })
+	in := e.intent(t, `{}`)
+	if _, err := e.client.Do(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{in.Key + "|", in.Key + "|"}; !slices.Equal(got, want) {
+		t.Errorf("X-Request-Key|Idempotency-Key per attempt: got %q, want %q", got, want)
+	}
+}
+
 // TestDoIntentTooOld checks that an intent older than MaxIntentAge is not
 // sent: the server may have forgotten its key.
 func TestDoIntentTooOld(t *testing.T) {
@@ -437,6 +466,7 @@ func TestNewConfigValidation(t *testing.T) {
 		{"Retry422", idemclient.Config{RetryStatuses: []int{503, 422}}, "RetryStatuses"},
 		{"Retry400", idemclient.Config{RetryStatuses: []int{400}}, "RetryStatuses"},
 		{"Retry200", idemclient.Config{RetryStatuses: []int{200}}, "RetryStatuses"},
+		{"Header", idemclient.Config{Header: "Bad Header:"}, "Header"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -28,6 +29,11 @@ type Config struct {
 	// a key that is a bare token (as RandomKey's and UUIDv7Key's are) is
 	// sent bare, any other key quoted.
 	QuoteKey bool
+
+	// Header is the name of the header that carries the key, for servers
+	// configured with another name (idemhttp.Config.Header). Defaults to
+	// Idempotency-Key.
+	Header string
 
 	// MaxAttempts is the most attempts one Do makes. Defaults to 10.
 	MaxAttempts int
@@ -145,6 +151,11 @@ func (c *Config) withDefaults() (Config, error) {
 			return out, fmt.Errorf("idemclient: Config.RetryStatuses: %d is not an error status (400-599)", s)
 		}
 	}
+	if out.Header == "" {
+		out.Header = HeaderIdempotencyKey
+	} else if !validHeaderName(out.Header) {
+		return out, fmt.Errorf("idemclient: Config.Header %q is not a valid header name", out.Header)
+	}
 	if out.HTTPClient == nil {
 		out.HTTPClient = &http.Client{}
 	}
@@ -201,4 +212,19 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// validHeaderName reports whether name is an HTTP field name (RFC 9110
+// token).
+func validHeaderName(name string) bool {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return name != ""
 }
