@@ -608,3 +608,38 @@ func TestDeferredUniqueViolationOfTheWorkIsNotAConflict(t *testing.T) {
 		t.Errorf("records = %d, want 0", n)
 	}
 }
+
+func TestWorkThatEndsTheTransactionRecordsNothing(t *testing.T) {
+	// E1: a work that ends the transaction itself (an Exec of ROLLBACK or
+	// COMMIT through the handle) and returns success must not get its
+	// record committed alone: nothing is recorded and the retry runs.
+	t.Parallel()
+	for _, stmt := range []string{"ROLLBACK", "COMMIT"} {
+		t.Run(stmt, func(t *testing.T) {
+			t.Parallel()
+			s, pool, _ := setup(t, nil)
+			ctx := context.Background()
+			g, _ := idem.New(s, nil)
+			req := idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}
+			_, _, err := g.Do(ctx, req, func(ctx context.Context) (idem.Result, error) {
+				tx, _ := pgstore.TxFrom(ctx)
+				if _, err := tx.Exec(ctx, `INSERT INTO effects (name) VALUES ('e')`); err != nil {
+					return idem.Result{}, err
+				}
+				_, err := tx.Exec(ctx, stmt)
+				return idem.Result{Status: 201}, err
+			})
+			if err == nil {
+				t.Fatal("Do: nil error, want the refused commit")
+			}
+			if n := countRows(t, pool, `SELECT count(*) FROM idem_records`); n != 0 {
+				t.Errorf("records = %d, want 0", n)
+			}
+			if _, replayed, err := g.Do(ctx, req, func(ctx context.Context) (idem.Result, error) {
+				return idem.Result{Status: 201}, nil
+			}); err != nil || replayed {
+				t.Errorf("retry: replayed=%v err=%v, want a fresh run", replayed, err)
+			}
+		})
+	}
+}

@@ -74,6 +74,13 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	if state == "" {
 		state = idem.StateCompleted
 	}
+	if t.conn.Conn().PgConn().TxStatus() == 'I' {
+		// The work ended the transaction itself (an Exec of COMMIT or
+		// ROLLBACK): its effect is no longer ours to commit, and a record
+		// written now would commit alone.
+		endConn(ctx, t.conn)
+		return fmt.Errorf("pgstore: commit: the work ended the transaction itself: %w", pgx.ErrTxClosed)
+	}
 	var commitTag pgconn.CommandTag
 	b := &pgx.Batch{}
 	if t.expiredRow {

@@ -175,17 +175,38 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 		s.file.unlock(k)
 		return nil, nil, err
 	}
-	// BEGIN IMMEDIATE (_txlock). The transaction is detached from ctx's
-	// cancellation: database/sql would otherwise roll it back on its own
-	// when ctx ends, between a successful work and the guard's commit. The
-	// guard always ends it, and the work's statements still obey their ctx.
-	tx, err := s.db.BeginTx(context.WithoutCancel(ctx), nil)
+	// The connection is taken under ctx, so a full pool cannot hold the
+	// call past its deadline. The transaction (BEGIN IMMEDIATE, through
+	// _txlock) is detached from ctx's cancellation: database/sql would
+	// otherwise roll it back on its own when ctx ends, between a
+	// successful work and the guard's commit. The guard always ends it,
+	// and the work's statements still obey their ctx.
+	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		s.file.releaseWriter()
 		s.file.unlock(k)
 		return nil, nil, fmt.Errorf("sqlitestore: begin: %w", err)
 	}
-	return nil, &Tx{store: s, tx: tx, key: k}, nil
+	detached := context.WithoutCancel(ctx)
+	tx, err := conn.BeginTx(detached, nil)
+	if err == nil {
+		// SQLite rolls a whole transaction back by itself after some
+		// failed statements (an interrupt when ctx ends mid-statement,
+		// a full disk, out of memory) and carries on in autocommit. A
+		// work that ignored that error would have its record committed
+		// on its own. Commit releases this savepoint first: it is gone
+		// if the transaction is.
+		if _, err = tx.ExecContext(detached, `SAVEPOINT idem_work`); err != nil {
+			_ = tx.Rollback()
+		}
+	}
+	if err != nil {
+		_ = conn.Close()
+		s.file.releaseWriter()
+		s.file.unlock(k)
+		return nil, nil, fmt.Errorf("sqlitestore: begin: %w", err)
+	}
+	return nil, &Tx{store: s, conn: conn, tx: tx, key: k}, nil
 }
 
 const (
@@ -279,6 +300,7 @@ func (s *Store) DeleteExpired(ctx context.Context, p *idem.DeleteExpiredParams) 
 // database's write lock.
 type Tx struct {
 	store *Store
+	conn  *sql.Conn
 	tx    *sql.Tx
 	key   lockKey
 	ended bool
@@ -304,6 +326,10 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	body := r.Result.Body
 	if body == nil {
 		body = []byte{}
+	}
+	if _, err := t.tx.ExecContext(ctx, `RELEASE idem_work`); err != nil {
+		t.end(false)
+		return fmt.Errorf("sqlitestore: the transaction ended under the work (a statement failed or was interrupted and SQLite rolled everything back): %w", err)
 	}
 	res, err := t.tx.StmtContext(ctx, t.store.upsert).ExecContext(ctx,
 		r.Scope, r.Key, r.Fingerprint, string(idem.StateCompleted), r.Result.Status, header, body,
@@ -346,6 +372,7 @@ func (t *Tx) end(commit bool) error {
 	} else if rerr := t.tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
 		err = fmt.Errorf("sqlitestore: rollback: %w", rerr)
 	}
+	_ = t.conn.Close() // back to the pool
 	t.store.file.releaseWriter()
 	t.store.file.unlock(t.key)
 	return err

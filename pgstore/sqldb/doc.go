@@ -17,6 +17,12 @@
 //		…
 //	})
 //
+// The work must not end the transaction itself: the guard commits it with
+// the record. Commit or Rollback on the *sql.Tx makes the record's write
+// fail, and nothing is recorded. An Exec of COMMIT or ROLLBACK is not
+// seen by database/sql, and the record would then be written on its own
+// (pgstore notices this case from the connection's state and refuses).
+//
 // # One table, two stores
 //
 // New takes a *pgstore.Config: Schema and Table name the table exactly as

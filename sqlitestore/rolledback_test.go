@@ -1,0 +1,104 @@
+package sqlitestore_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/sqlitestore"
+)
+
+// counts returns the effects and records in the store's database.
+func counts(t *testing.T, s *sqlitestore.Store) (effects, records int) {
+	t.Helper()
+	if err := s.DB().QueryRow(`SELECT count(*) FROM effects`).Scan(&effects); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DB().QueryRow(`SELECT count(*) FROM idem_records`).Scan(&records); err != nil {
+		t.Fatal(err)
+	}
+	return effects, records
+}
+
+func openForRollback(t *testing.T) (*sqlitestore.Store, *idem.Guard) {
+	t.Helper()
+	st, err := openWithEffects(context.Background(), filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := st.(*sqlitestore.Store)
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.DB().Exec(`CREATE TABLE audit (n INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	g, err := idem.New(s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, g
+}
+
+// E1: SQLite may roll the whole transaction back by itself under the work
+// (here the work ends it outright, as SQLite does after an interrupt, a full
+// disk or out of memory) and go on in autocommit. A work that ignores that
+// and returns success must not get its record committed alone: nothing is
+// recorded, and the retry runs the work.
+func TestTransactionEndedUnderTheWorkRecordsNothing(t *testing.T) {
+	t.Parallel()
+	s, g := openForRollback(t)
+	req := idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}
+	_, _, err := g.Do(context.Background(), req, func(ctx context.Context) (idem.Result, error) {
+		tx, _ := sqlitestore.TxFrom(ctx)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO effects (name) VALUES ('lost')`); err != nil {
+			return idem.Result{}, err
+		}
+		_, _ = tx.ExecContext(ctx, `ROLLBACK`)
+		return idem.Result{Status: 201}, nil
+	})
+	if err == nil {
+		t.Fatal("Do: nil error, want the failed commit")
+	}
+	if e, r := counts(t, s); e != 0 || r != 0 {
+		t.Fatalf("effects=%d records=%d, want 0 and 0", e, r)
+	}
+	runs := 0
+	if _, replayed, err := g.Do(context.Background(), req, func(ctx context.Context) (idem.Result, error) {
+		runs++
+		tx, _ := sqlitestore.TxFrom(ctx)
+		_, err := tx.ExecContext(ctx, `INSERT INTO effects (name) VALUES ('retry')`)
+		return idem.Result{Status: 201}, err
+	}); err != nil || replayed || runs != 1 {
+		t.Fatalf("retry: replayed=%v runs=%d err=%v, want one fresh run", replayed, runs, err)
+	}
+	if e, r := counts(t, s); e != 1 || r != 1 {
+		t.Errorf("after the retry: effects=%d records=%d, want 1 and 1", e, r)
+	}
+}
+
+// E1 with a caller that gives up mid-statement: the interrupt makes SQLite
+// roll back; a work that ignores the error must not leave a record without
+// its effect. Whether the cancel lands before or inside the statement, the
+// effect and the record are both there or both absent.
+func TestInterruptedStatementNeverRecordsAlone(t *testing.T) {
+	t.Parallel()
+	s, g := openForRollback(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, _, err := g.Do(ctx, idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}, func(ctx context.Context) (idem.Result, error) {
+		tx, _ := sqlitestore.TxFrom(ctx)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO effects (name) VALUES ('e')`); err != nil {
+			return idem.Result{}, err
+		}
+		time.AfterFunc(20*time.Millisecond, cancel)
+		// A best-effort write that runs for seconds, interrupted by the
+		// cancel; its error is ignored.
+		_, _ = tx.ExecContext(ctx, `INSERT INTO audit WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c LIMIT 100000000) SELECT x FROM c`)
+		return idem.Result{Status: 201}, nil
+	})
+	e, r := counts(t, s)
+	if e != r {
+		t.Fatalf("effects=%d records=%d (Do: %v): the record and its effect must commit together", e, r, err)
+	}
+}
