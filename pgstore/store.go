@@ -149,6 +149,9 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 	err = br.Close()
 	if err != nil {
 		endConn(ctx, conn)
+		if pgschema.IsMissingSetting(err) {
+			s.connCheck.Forget()
+		}
 		return nil, nil, unavailable("begin", err)
 	}
 	// A committed live record is final: it is the answer whether or not

@@ -131,6 +131,9 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 	var locked bool
 	if err := tx.QueryRowContext(ctx, lock, s.lockKey(p.Scope, p.Key)).Scan(&locked, new(string)); err != nil {
 		end()
+		if pgschema.IsMissingSetting(err) {
+			s.connCheck.Forget()
+		}
 		return nil, nil, unavailable("begin: lock", ctxCause(ctx, err))
 	}
 	// A statement of its own, after the lock: never fused with it.

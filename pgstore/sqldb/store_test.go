@@ -295,6 +295,13 @@ func TestBeginObeysTheCallersDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A first Begin, so that the one-time connection check is done and
+	// the deadline below meets the transaction's own wait.
+	if _, tx, err := s.Begin(context.Background(), &idem.BeginParams{Scope: "s", Key: "warm", Now: t0}); err != nil {
+		t.Fatal(err)
+	} else {
+		_ = tx.Rollback(context.Background())
+	}
 	held, err := db.Conn(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,11 @@
 package pgschema
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -133,5 +135,52 @@ func TestStatementsShareOneTable(t *testing.T) {
 	// fused with it (DESIGN §7, "snapshot before lock").
 	if strings.Contains(st.Select, "advisory") || strings.Contains(st.Lock, n.Table) {
 		t.Errorf("Lock and Select are fused: %q / %q", st.Lock, st.Select)
+	}
+}
+
+func TestConnCheck(t *testing.T) {
+	t.Parallel()
+	st := NewStatements(NewNames("s", "t"))
+	var c ConnCheck
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	detect := func(ctx context.Context) (bool, error) {
+		if calls.Add(1) == 1 {
+			close(entered)
+			<-release
+			return false, errors.New("first detection fails")
+		}
+		return true, nil
+	}
+	leader := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(context.Background(), &st, detect)
+		leader <- err
+	}()
+	<-entered
+	// A caller that arrives while the detection runs waits only as long
+	// as its own context allows.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Lock(ctx, &st, detect); !errors.Is(err, context.Canceled) {
+		t.Errorf("waiter with an ended ctx: %v, want context.Canceled", err)
+	}
+	close(release)
+	if err := <-leader; err == nil {
+		t.Error("leader: nil error, want the failed detection")
+	}
+	// A failed detection is not remembered; a success is.
+	for range 2 {
+		l, err := c.Lock(context.Background(), &st, detect)
+		if err != nil || l != st.Lock {
+			t.Errorf("Lock = %q, %v; want the checking statement", l, err)
+		}
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("detections = %d, want 2 (one failed, one remembered)", n)
+	}
+	c.Forget()
+	if _, err := c.Lock(context.Background(), &st, detect); err != nil || calls.Load() != 3 {
+		t.Errorf("after Forget: err=%v detections=%d, want a new detection", err, calls.Load())
 	}
 }

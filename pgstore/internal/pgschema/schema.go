@@ -141,35 +141,72 @@ LEFT JOIN ` + n.Table + ` AS r ON r.scope = $2 AND r.key = $3`,
 }
 
 // ConnCheck remembers whether the server has client_connection_check_interval.
-// It asks once, on first use, not in New, so that a store can be created
-// while the server is down. The zero value is ready to use.
+// It asks on first use, not in New, so that a store can be created while the
+// server is down. The zero value is ready to use.
 type ConnCheck struct {
 	known atomic.Pointer[string] // the lock statement, once known
-	mu    sync.Mutex
+
+	mu      sync.Mutex
+	running chan struct{} // closed when the detection under way ends
 }
 
 // Lock returns st.Lock or st.LockPlain, whichever the server takes. The
-// first call runs detect (ConnectionCheck in a transaction the store rolls
-// back); a failed detection is not remembered, and the next call asks again.
+// first caller runs detect (ConnectionCheck in a transaction the store
+// rolls back); callers that arrive meanwhile wait for it, each only as long
+// as its own ctx allows. A failed detection is not remembered: the next
+// caller asks again.
 func (c *ConnCheck) Lock(ctx context.Context, st *Statements, detect func(context.Context) (bool, error)) (string, error) {
-	if l := c.known.Load(); l != nil {
-		return *l, nil
+	for {
+		if l := c.known.Load(); l != nil {
+			return *l, nil
+		}
+		c.mu.Lock()
+		if l := c.known.Load(); l != nil {
+			c.mu.Unlock()
+			return *l, nil
+		}
+		if wait := c.running; wait != nil {
+			c.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return "", context.Cause(ctx)
+			}
+		}
+		done := make(chan struct{})
+		c.running = done
+		c.mu.Unlock()
+
+		ok, err := detect(ctx)
+		c.mu.Lock()
+		if err == nil {
+			l := st.LockPlain
+			if ok {
+				l = st.Lock
+			}
+			c.known.Store(&l)
+		}
+		c.running = nil
+		c.mu.Unlock()
+		close(done)
+		if err != nil {
+			return "", err
+		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if l := c.known.Load(); l != nil {
-		return *l, nil
-	}
-	ok, err := detect(ctx)
-	if err != nil {
-		return "", err
-	}
-	l := st.LockPlain
-	if ok {
-		l = st.Lock
-	}
-	c.known.Store(&l)
-	return l, nil
+}
+
+// Forget drops what Lock learnt, so that the next call asks the server
+// again. The stores call it when the locking statement fails for want of
+// the setting (a server replaced by an older one, a proxy in between).
+func (c *ConnCheck) Forget() { c.known.Store(nil) }
+
+// IsMissingSetting reports whether err says the server does not accept
+// client_connection_check_interval: undefined_object (before PostgreSQL
+// 14) or invalid_parameter_value (a platform without the kernel support).
+func IsMissingSetting(err error) bool {
+	code, ok := SQLState(err)
+	return ok && (code == "42704" || code == "22023")
 }
 
 // ConnectionCheck reports whether the server accepts
@@ -179,9 +216,7 @@ func (c *ConnCheck) Lock(ctx context.Context, st *Statements, detect func(contex
 func ConnectionCheck(ctx context.Context, q Querier) (bool, error) {
 	var v string
 	err := q.QueryRow(ctx, `SELECT set_config('client_connection_check_interval', '`+ConnectionCheckInterval+`', true)`).Scan(&v)
-	if code, ok := SQLState(err); ok && (code == "42704" || code == "22023") {
-		// undefined_object (before 14), invalid_parameter_value (a
-		// platform without the kernel support)
+	if IsMissingSetting(err) {
 		return false, nil
 	}
 	return err == nil, err
