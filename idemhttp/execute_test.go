@@ -2,6 +2,7 @@ package idemhttp_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -455,5 +456,43 @@ func TestRouteTTL(t *testing.T) {
 	}
 	if got, want := rec.ExpiresAt, now.Add(time.Hour); !got.Equal(want) {
 		t.Errorf("ExpiresAt: got %s, want %s", got, want)
+	}
+}
+
+// E6: a 408 or 499 written because the request's context ended speaks of
+// that attempt, not of the request: it rolls back and is not replayed. The
+// same 408 with the context alive is an answer like any 4xx, and a 2xx
+// written as the client leaves is recorded (the work is done).
+func TestStatusOfAnEndedRequestIsNotRecorded(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		status   int
+		cancel   bool
+		recorded bool
+	}{
+		{"499AfterCancel", 499, true, false},
+		{"408AfterCancel", http.StatusRequestTimeout, true, false},
+		{"408Alive", http.StatusRequestTimeout, false, true},
+		{"201AfterCancel", http.StatusCreated, true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			h := &effectHandler{status: tt.status, body: "x"}
+			if tt.cancel {
+				h.before = func(http.ResponseWriter, *http.Request) { cancel() }
+			}
+			r := httptest.NewRequestWithContext(ctx, "POST", "/x", strings.NewReader("{}"))
+			r.Header.Set("Idempotency-Key", "k")
+			e.mw.Handler(h).ServeHTTP(httptest.NewRecorder(), r)
+			_, committed := e.store.Value("effect/1")
+			rec := e.record(t, idemhttp.AnonymousScope, "k")
+			if committed != tt.recorded || (rec != nil) != tt.recorded {
+				t.Errorf("effect committed %v, record %v; want both %v", committed, rec != nil, tt.recorded)
+			}
+		})
 	}
 }

@@ -172,7 +172,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return idem.Result{}, errResponseTooLarge
 		}
 		status := rec.finalStatus()
-		if status >= 500 {
+		if status >= 500 || (ctx.Err() != nil && (status == http.StatusRequestTimeout || status == statusClientClosed)) {
+			// A 5xx is not final. Neither is a 408 or 499 written
+			// because the request's context ended: it speaks of this
+			// attempt, not of the request, and must not be replayed to
+			// the retry.
 			return idem.Result{}, &serverError{rec}
 		}
 		return idem.Result{Status: status, Header: m.recordedHeader(rec.header), Body: rec.body}, nil
@@ -222,7 +226,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, idem.ErrUnavailable) && !workRan && h.opts.FailOpen:
 		h.next.ServeHTTP(w, withBody(r, body))
 		c.done(OutcomeFailOpen, 0, err)
-	case errors.Is(err, idem.ErrUnavailable) && errors.Is(r.Context().Err(), context.Canceled):
+	case errors.Is(err, idem.ErrUnavailable) && errors.Is(err, context.Canceled) && errors.Is(r.Context().Err(), context.Canceled):
 		// The store failed because the client left (a deadline that ran
 		// out is the server's own limit, and stays "unavailable"); the
 		// answer is for the log and metrics, as nobody reads it.
@@ -238,6 +242,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.done(OutcomeError, http.StatusInternalServerError, err)
 	}
 }
+
+// statusClientClosed is the non-standard 499 that some handlers write when
+// the client has gone away.
+const statusClientClosed = 499
 
 // done logs the outcome and tells the observer.
 func (c *call) done(o Outcome, status int, err error) {
