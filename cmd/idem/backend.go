@@ -75,13 +75,27 @@ func open(ctx context.Context, db string, opts backendOptions) (*backend, error)
 	return &backend{store: s, ledger: transfers.SQLite(s), close: s.Close}, nil
 }
 
-// redact hides a password in a database URL for logging.
+// redact hides the passwords in a database URL for logs and errors: the
+// one in user:password@ and the password and sslpassword parameters, which
+// pgx accepts in the query too.
 func redact(db string) string {
 	if !isPostgres(db) {
 		return db
 	}
-	if u, err := url.Parse(db); err == nil {
-		return u.Redacted()
+	u, err := url.Parse(db)
+	if err != nil {
+		return "postgres://…"
 	}
-	return "postgres://…"
+	q := u.Query()
+	hidden := false
+	for _, k := range []string{"password", "sslpassword"} {
+		if q.Has(k) {
+			q.Set(k, "xxxxx")
+			hidden = true
+		}
+	}
+	if hidden {
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
 }

@@ -351,3 +351,17 @@ func TestOpenErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"postgres://u:pw@h:5432/db?sslmode=disable":           "postgres://u:xxxxx@h:5432/db?sslmode=disable",
+		"postgres://u@h/db?password=qpw&sslmode=disable":      "postgres://u@h/db?password=xxxxx&sslmode=disable",
+		"postgresql://h/db?sslpassword=kp&user=u&password=pw": "postgresql://h/db?password=xxxxx&sslpassword=xxxxx&user=u",
+		"bank.db": "bank.db",
+	} {
+		if got := redact(in); got != want {
+			t.Errorf("redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
