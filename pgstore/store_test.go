@@ -115,8 +115,22 @@ func TestQuotedIdentifiers(t *testing.T) {
 			t.Fatalf("Do %d: body=%q replayed=%v err=%v", i, res.Body, replayed, err)
 		}
 	}
-	if n := countRows(t, pool, `SELECT count(*) FROM `+pgx.Identifier{schema, `Rec"ords; DROP TABLE effects --`}.Sanitize()); n != 1 {
+	table := pgx.Identifier{schema, `Rec"ords; DROP TABLE effects --`}.Sanitize()
+	if n := countRows(t, pool, `SELECT count(*) FROM `+table); n != 1 {
 		t.Errorf("rows = %d, want 1", n)
+	}
+	// A conflict on this table is still recognised as one: the server
+	// names it unquoted, as Config does.
+	ctx := context.Background()
+	_, tx, err := s.Begin(ctx, &idem.BeginParams{Scope: "s", Key: "k2", Now: t0})
+	if err != nil || tx == nil {
+		t.Fatalf("Begin: tx=%v err=%v", tx, err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (scope, key, fingerprint, state, status, body, created_at, expires_at) VALUES ('s', 'k2', 'fp', 'completed', 200, '', $1, $2)`, t0, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx, &idem.CommitParams{Record: record("s", "k2", t0, time.Hour), Now: t0}); !errors.Is(err, idem.ErrConflict) {
+		t.Errorf("Commit behind a live record: %v, want ErrConflict", err)
 	}
 }
 
