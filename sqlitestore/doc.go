@@ -25,6 +25,16 @@
 //     upsert that replaces only an expired row (the (scope, key) primary key
 //     is the final arbiter); COMMIT; the locks are released.
 //
+// SQLite rolls a whole transaction back by itself after some failed
+// statements (an interrupt when the work's ctx ends mid-statement, a full
+// disk, out of memory) and goes on in autocommit. So that a work that
+// ignored such an error never gets its record committed on its own, Begin
+// opens a savepoint and Commit releases it before writing the record: if
+// the transaction is gone, so is the savepoint, and nothing is recorded.
+// The transaction is detached from ctx's cancellation (the guard commits a
+// work that has succeeded even if its caller has given up); the wait for a
+// connection and the work's own statements still obey ctx.
+//
 // A replay costs one read and no write; a first execution costs one read,
 // the work's statements, one upsert and the commit.
 //
