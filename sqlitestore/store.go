@@ -68,7 +68,8 @@ type Store struct {
 	cfg   Config
 	owner bool
 
-	read, upsert *sql.Stmt
+	read, upsert       *sql.Stmt
+	savepoint, release *sql.Stmt
 }
 
 var (
@@ -196,7 +197,7 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 		// work that ignored that error would have its record committed
 		// on its own. Commit releases this savepoint first: it is gone
 		// if the transaction is.
-		if _, err = tx.ExecContext(detached, `SAVEPOINT idem_work`); err != nil {
+		if _, err = tx.StmtContext(detached, s.savepoint).ExecContext(detached); err != nil {
 			_ = tx.Rollback()
 		}
 	}
@@ -227,6 +228,12 @@ func (s *Store) prepare(ctx context.Context) error {
 		return fmt.Errorf("sqlitestore: prepare: %w", err)
 	}
 	if s.upsert, err = s.db.PrepareContext(ctx, upsertRecord); err != nil {
+		return fmt.Errorf("sqlitestore: prepare: %w", err)
+	}
+	if s.savepoint, err = s.db.PrepareContext(ctx, `SAVEPOINT idem_work`); err != nil {
+		return fmt.Errorf("sqlitestore: prepare: %w", err)
+	}
+	if s.release, err = s.db.PrepareContext(ctx, `RELEASE idem_work`); err != nil {
 		return fmt.Errorf("sqlitestore: prepare: %w", err)
 	}
 	return nil
@@ -327,7 +334,7 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	if body == nil {
 		body = []byte{}
 	}
-	if _, err := t.tx.ExecContext(ctx, `RELEASE idem_work`); err != nil {
+	if _, err := t.tx.StmtContext(ctx, t.store.release).ExecContext(ctx); err != nil {
 		t.end(false)
 		return fmt.Errorf("sqlitestore: the transaction ended under the work (a statement failed or was interrupted and SQLite rolled everything back): %w", err)
 	}
