@@ -137,7 +137,7 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	b.Queue(lock, s.lockKey(p.Scope, p.Key)).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&locked, new(string))
+		return row.Scan(&locked, new(string), new(time.Time))
 	})
 	b.Queue(s.sql.Select, p.Scope, p.Key).QueryRow(func(row pgx.Row) error {
 		r, err := pgschema.ScanRecord(row, p.Scope, p.Key)
@@ -183,7 +183,7 @@ func (s *Store) probe(ctx context.Context, p *idem.BeginParams) (*idem.Record, b
 	)
 	b := &pgx.Batch{}
 	b.Queue(s.sql.LockPlain, s.lockKey(p.Scope, p.Key)).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&locked, new(string))
+		return row.Scan(&locked, new(string), new(time.Time))
 	})
 	b.Queue(s.sql.Select, p.Scope, p.Key).QueryRow(func(row pgx.Row) error {
 		r, err := pgschema.ScanRecord(row, p.Scope, p.Key)

@@ -19,9 +19,10 @@
 //
 // The work must not end the transaction itself: the guard commits it with
 // the record. Commit or Rollback on the *sql.Tx makes the record's write
-// fail, and nothing is recorded. An Exec of COMMIT or ROLLBACK is not
-// seen by database/sql, and the record would then be written on its own
-// (pgstore notices this case from the connection's state and refuses).
+// fail, and nothing is recorded. An Exec of COMMIT or ROLLBACK is not seen
+// by database/sql, so the record's INSERT checks that it still runs in the
+// transaction Begin started (its transaction_timestamp(), which the
+// locking statement returns), writes nothing otherwise, and Commit fails.
 //
 // # One table, two stores
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/pgstore"
@@ -128,8 +129,11 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 		stop()
 		rollback(tx, cancel)
 	}
-	var locked bool
-	if err := tx.QueryRowContext(ctx, lock, s.lockKey(p.Scope, p.Key)).Scan(&locked, new(string)); err != nil {
+	var (
+		locked  bool
+		txStart time.Time
+	)
+	if err := tx.QueryRowContext(ctx, lock, s.lockKey(p.Scope, p.Key)).Scan(&locked, new(string), &txStart); err != nil {
 		end()
 		if pgschema.IsMissingSetting(err) {
 			s.connCheck.Forget()
@@ -161,7 +165,7 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 	// An expired record of the key must be deleted before the insert;
 	// when there was none, nobody can write one while this transaction
 	// holds the key's lock, and the DELETE is skipped.
-	return nil, &Tx{store: s, tx: tx, cancel: cancel, scope: p.Scope, key: p.Key, expiredRow: rec != nil}, nil
+	return nil, &Tx{store: s, tx: tx, cancel: cancel, scope: p.Scope, key: p.Key, expiredRow: rec != nil, txStart: txStart}, nil
 }
 
 // probe answers Begin from outside any transaction when it can: a live

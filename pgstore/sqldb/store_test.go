@@ -438,3 +438,39 @@ func TestUnreachableServerIsUnavailable(t *testing.T) {
 		t.Errorf("Begin: %v, want a transient ErrUnavailable", err)
 	}
 }
+
+func TestWorkThatExecsTheEndOfTheTxRecordsNothing(t *testing.T) {
+	// E1: a work that ends the transaction with an Exec of ROLLBACK or
+	// COMMIT (which database/sql does not see) and returns success must
+	// not get its record committed alone: nothing is recorded and the
+	// retry runs.
+	t.Parallel()
+	for _, stmt := range []string{"ROLLBACK", "COMMIT"} {
+		t.Run(stmt, func(t *testing.T) {
+			t.Parallel()
+			s, db, _ := setup(t, nil)
+			ctx := context.Background()
+			g, _ := idem.New(s, nil)
+			req := idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}
+			_, _, err := g.Do(ctx, req, func(ctx context.Context) (idem.Result, error) {
+				tx, _ := sqldb.TxFrom(ctx)
+				if _, err := tx.ExecContext(ctx, `INSERT INTO effects (name) VALUES ('e')`); err != nil {
+					return idem.Result{}, err
+				}
+				_, err := tx.ExecContext(ctx, stmt)
+				return idem.Result{Status: 201}, err
+			})
+			if err == nil || sqldb.Transient(err) {
+				t.Fatalf("Do: %v, want a permanent error", err)
+			}
+			if n := countRows(t, db, `SELECT count(*) FROM idem_records`); n != 0 {
+				t.Errorf("records = %d, want 0", n)
+			}
+			if _, replayed, err := g.Do(ctx, req, func(ctx context.Context) (idem.Result, error) {
+				return idem.Result{Status: 201}, nil
+			}); err != nil || replayed {
+				t.Errorf("retry: replayed=%v err=%v, want a fresh run", replayed, err)
+			}
+		})
+	}
+}

@@ -20,7 +20,8 @@ type Tx struct {
 	cancel     context.CancelFunc // ends the context tx was begun with
 	scope, key string
 	ended      bool
-	expiredRow bool // Begin saw an expired record of the key
+	expiredRow bool      // Begin saw an expired record of the key
+	txStart    time.Time // the transaction's transaction_timestamp()
 }
 
 var _ idem.Tx = (*Tx)(nil)
@@ -105,7 +106,10 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 			return fail("commit: delete expired", err)
 		}
 	}
-	_, err = t.tx.ExecContext(ctx, t.store.sql.Insert, t.scope, t.key, r.Fingerprint, string(state), r.Result.Status, headersArg, body, r.CreatedAt, r.ExpiresAt)
+	// The insert checks that it runs in Begin's transaction: a work that
+	// ended it with an Exec of COMMIT or ROLLBACK, which database/sql does
+	// not see, would otherwise have the record written on its own.
+	res, err := t.tx.ExecContext(ctx, t.store.sql.InsertSameTx, t.scope, t.key, r.Fingerprint, string(state), r.Result.Status, headersArg, body, r.CreatedAt, r.ExpiresAt, t.txStart)
 	if pgschema.IsUniqueViolation(err) {
 		stop()
 		rollback(t.tx, t.cancel)
@@ -113,6 +117,9 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	}
 	if err != nil {
 		return fail("commit: insert", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fail("commit: insert", fmt.Errorf("the work ended the transaction itself (an Exec of COMMIT or ROLLBACK); nothing was recorded: %w", sql.ErrTxDone))
 	}
 	err = t.tx.Commit()
 	stop()

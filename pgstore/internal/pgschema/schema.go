@@ -78,7 +78,8 @@ const recordColumns = `fingerprint, state, status, headers, body, created_at, ex
 // database/sql driver for PostgreSQL accept.
 type Statements struct {
 	// Lock tries the key's transaction-scoped advisory lock: $1 is
-	// LockKey. It returns the lock's boolean and a text to discard. The
+	// LockKey. It returns the lock's boolean, a text to discard and the
+	// transaction's start time. The
 	// same statement sets client_connection_check_interval for the rest
 	// of the transaction: a backend that waits (on a row lock, a slow
 	// query) while its client is gone notices within
@@ -89,7 +90,8 @@ type Statements struct {
 	// ConnCheck).
 	Lock string
 
-	// LockPlain is Lock without the connection check.
+	// LockPlain is Lock without the connection check. Both return, third,
+	// transaction_timestamp(), for InsertSameTx.
 	LockPlain string
 
 	// Select reads the record of ($1 scope, $2 key) for ScanRecord. It
@@ -105,6 +107,13 @@ type Statements struct {
 	// Insert writes a record: scope, key, fingerprint, state, status,
 	// headers (jsonb, NULL for none), body, created_at, expires_at.
 	Insert string
+
+	// InsertSameTx is Insert with a tenth parameter, the
+	// transaction_timestamp() that Lock returned: it writes nothing (0
+	// rows) if it runs in another transaction than the one Lock ran in,
+	// as it does when the work ended that transaction itself (an Exec of
+	// COMMIT or ROLLBACK) and the statement runs in autocommit.
+	InsertSameTx string
 
 	// Sweep deletes at most $2 records that have expired at $1, chosen
 	// through the expires_at index by ctid. The outer expires_at test is
@@ -128,12 +137,15 @@ const ConnectionCheckInterval = "1s"
 // NewStatements returns the statements on the table n names.
 func NewStatements(n Names) Statements {
 	return Statements{
-		Lock:      `SELECT pg_try_advisory_xact_lock($1), set_config('client_connection_check_interval', '` + ConnectionCheckInterval + `', true)`,
-		LockPlain: `SELECT pg_try_advisory_xact_lock($1), ''::text`,
+		Lock:      `SELECT pg_try_advisory_xact_lock($1), set_config('client_connection_check_interval', '` + ConnectionCheckInterval + `', true), transaction_timestamp()`,
+		LockPlain: `SELECT pg_try_advisory_xact_lock($1), ''::text, transaction_timestamp()`,
 		Select:    `SELECT ` + recordColumns + ` FROM ` + n.Table + ` WHERE scope = $1 AND key = $2`,
 		Delete:    `DELETE FROM ` + n.Table + ` WHERE scope = $1 AND key = $2 AND expires_at <= $3`,
 		Insert:    `INSERT INTO ` + n.Table + ` (scope, key, ` + recordColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		Sweep:     `DELETE FROM ` + n.Table + ` WHERE ctid = ANY (ARRAY (SELECT ctid FROM ` + n.Table + ` WHERE expires_at <= $1 LIMIT $2)) AND expires_at <= $1`,
+		InsertSameTx: `INSERT INTO ` + n.Table + ` (scope, key, ` + recordColumns + `)
+SELECT $1::text, $2::text, $3::text, $4::text, $5::integer, $6::jsonb, $7::bytea, $8::timestamptz, $9::timestamptz
+WHERE transaction_timestamp() = $10::timestamptz`,
+		Sweep: `DELETE FROM ` + n.Table + ` WHERE ctid = ANY (ARRAY (SELECT ctid FROM ` + n.Table + ` WHERE expires_at <= $1 LIMIT $2)) AND expires_at <= $1`,
 		Probe: `SELECT l.locked, r.fingerprint, r.state, r.status, r.headers, r.body, r.created_at, r.expires_at
 FROM (SELECT pg_try_advisory_xact_lock($1) AS locked) AS l
 LEFT JOIN ` + n.Table + ` AS r ON r.scope = $2 AND r.key = $3`,
