@@ -191,3 +191,19 @@ func TestDeadlineIsUnavailable(t *testing.T) {
 		t.Errorf("outcomes: got %v, want [unavailable]", got)
 	}
 }
+
+// A store that fails for its own reasons while the client happens to be
+// gone is still a store failure: unavailable, not canceled.
+func TestStoreFailureWithClientGoneIsUnavailable(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.flaky.failBegin.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := httptest.NewRequestWithContext(ctx, "POST", "/x", strings.NewReader("{}"))
+	r.Header.Set("Idempotency-Key", "k")
+	e.mw.Handler(&effectHandler{}).ServeHTTP(httptest.NewRecorder(), r)
+	if got := e.outcomes(); !slices.Equal(got, []idemhttp.Outcome{idemhttp.OutcomeUnavailable}) {
+		t.Errorf("outcomes: got %v, want [unavailable]", got)
+	}
+}

@@ -131,13 +131,14 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 		return nil, nil, unavailable("begin: acquire", err)
 	}
 	var (
-		locked bool
-		rec    *idem.Record
+		locked  bool
+		txStart time.Time
+		rec     *idem.Record
 	)
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	b.Queue(lock, s.lockKey(p.Scope, p.Key)).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&locked, new(string), new(time.Time))
+		return row.Scan(&locked, new(string), &txStart)
 	})
 	b.Queue(s.sql.Select, p.Scope, p.Key).QueryRow(func(row pgx.Row) error {
 		r, err := pgschema.ScanRecord(row, p.Scope, p.Key)
@@ -167,7 +168,7 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 	// An expired record of the key must be deleted before the insert;
 	// when there was none, nobody can write one while this transaction
 	// holds the key's lock, and the DELETE is skipped.
-	t := &Tx{store: s, conn: conn, scope: p.Scope, key: p.Key, expiredRow: rec != nil}
+	t := &Tx{store: s, conn: conn, scope: p.Scope, key: p.Key, expiredRow: rec != nil, txStart: txStart}
 	t.handle = &handle{tx: ptx, owner: t}
 	return nil, t, nil
 }

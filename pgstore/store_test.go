@@ -628,7 +628,7 @@ func TestWorkThatEndsTheTransactionRecordsNothing(t *testing.T) {
 	// COMMIT through the handle) and returns success must not get its
 	// record committed alone: nothing is recorded and the retry runs.
 	t.Parallel()
-	for _, stmt := range []string{"ROLLBACK", "COMMIT"} {
+	for _, stmt := range []string{"ROLLBACK", "COMMIT", "ROLLBACK; BEGIN", "COMMIT; BEGIN"} {
 		t.Run(stmt, func(t *testing.T) {
 			t.Parallel()
 			s, pool, _ := setup(t, nil)

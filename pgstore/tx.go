@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/pgstore/internal/pgschema"
@@ -21,7 +22,8 @@ type Tx struct {
 	scope, key string
 	handle     *handle
 	ended      bool
-	expiredRow bool // Begin saw an expired record of the key
+	expiredRow bool      // Begin saw an expired record of the key
+	txStart    time.Time // Begin's transaction_timestamp()
 }
 
 var _ idem.Tx = (*Tx)(nil)
@@ -83,6 +85,12 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	}
 	var commitTag pgconn.CommandTag
 	b := &pgx.Batch{}
+	// First, a statement that fails (division by zero) unless it runs in
+	// Begin's transaction: a work that ended it and began another (an Exec
+	// of "ROLLBACK; BEGIN") leaves the status at "in a transaction", and
+	// without this the record would commit in the new one, without the
+	// effect. The error stops the pipeline before the INSERT and COMMIT.
+	b.Queue(t.store.sql.SameTx, t.txStart)
 	if t.expiredRow {
 		b.Queue(t.store.sql.Delete, t.scope, t.key, p.Now)
 	}
@@ -94,6 +102,8 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	err = t.conn.Conn().SendBatch(ctx, b).Close()
 	endConn(ctx, t.conn) // rolls back if the pipeline stopped short of COMMIT
 	switch {
+	case isDivisionByZero(err):
+		return fmt.Errorf("pgstore: commit: the work ended the transaction itself (an Exec of COMMIT or ROLLBACK); nothing was recorded: %w", pgx.ErrTxClosed)
 	case t.store.isRecordConflict(err):
 		return fmt.Errorf("%w: pgstore: (%q, %q): %w", idem.ErrConflict, t.scope, t.key, err)
 	case err != nil:
@@ -203,4 +213,10 @@ func (s *Store) isRecordConflict(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == pgschema.UniqueViolation &&
 		pe.SchemaName == s.cfg.Schema && pe.TableName == s.cfg.Table
+}
+
+// isDivisionByZero reports whether err is the failure of Statements.SameTx.
+func isDivisionByZero(err error) bool {
+	code, ok := pgschema.SQLState(err)
+	return ok && code == "22012"
 }

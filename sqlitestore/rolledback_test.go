@@ -102,3 +102,26 @@ func TestInterruptedStatementNeverRecordsAlone(t *testing.T) {
 		t.Fatalf("effects=%d records=%d (Do: %v): the record and its effect must commit together", e, r, err)
 	}
 }
+
+// A work that leaves the rows of a write statement open (INSERT …
+// RETURNING, not all read) still commits: the savepoint check must not
+// mistake "statements in progress" for a transaction that is gone.
+func TestOpenRowsOfAWriteDoNotFailTheCommit(t *testing.T) {
+	t.Parallel()
+	s, g := openForRollback(t)
+	_, _, err := g.Do(context.Background(), idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}, func(ctx context.Context) (idem.Result, error) {
+		tx, _ := sqlitestore.TxFrom(ctx)
+		rows, err := tx.QueryContext(ctx, `INSERT INTO effects (name) VALUES ('a'), ('b') RETURNING name`)
+		if err != nil {
+			return idem.Result{}, err
+		}
+		rows.Next() // one row read, the statement still in progress
+		return idem.Result{Status: 201}, nil
+	})
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	if e, r := counts(t, s); e != 2 || r != 1 {
+		t.Errorf("effects=%d records=%d, want 2 and 1", e, r)
+	}
+}

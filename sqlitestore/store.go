@@ -334,9 +334,14 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	if body == nil {
 		body = []byte{}
 	}
-	if _, err := t.tx.StmtContext(ctx, t.store.release).ExecContext(ctx); err != nil {
+	if _, err := t.tx.StmtContext(ctx, t.store.release).ExecContext(ctx); err != nil && !isBusy(err) {
+		// SQLite looks the savepoint up before it checks for statements
+		// still running (SQLITE_BUSY, "SQL statements in progress", when
+		// the work left the rows of an INSERT … RETURNING open): BUSY
+		// proves the savepoint, and so the transaction, is still there,
+		// and COMMIT releases it. Anything else means it is gone.
 		t.end(false)
-		return fmt.Errorf("sqlitestore: the transaction ended under the work (a statement failed or was interrupted and SQLite rolled everything back): %w", err)
+		return fmt.Errorf("sqlitestore: the transaction ended under the work (a statement failed or was interrupted and SQLite rolled everything back, or the work ended it): %w", err)
 	}
 	res, err := t.tx.StmtContext(ctx, t.store.upsert).ExecContext(ctx,
 		r.Scope, r.Key, r.Fingerprint, string(idem.StateCompleted), r.Result.Status, header, body,
@@ -383,6 +388,11 @@ func (t *Tx) end(commit bool) error {
 	t.store.file.releaseWriter()
 	t.store.file.unlock(t.key)
 	return err
+}
+
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 func isConstraint(err error) bool {

@@ -445,7 +445,7 @@ func TestWorkThatExecsTheEndOfTheTxRecordsNothing(t *testing.T) {
 	// not get its record committed alone: nothing is recorded and the
 	// retry runs.
 	t.Parallel()
-	for _, stmt := range []string{"ROLLBACK", "COMMIT"} {
+	for _, stmt := range []string{"ROLLBACK", "COMMIT", "ROLLBACK; BEGIN", "COMMIT; BEGIN"} {
 		t.Run(stmt, func(t *testing.T) {
 			t.Parallel()
 			s, db, _ := setup(t, nil)

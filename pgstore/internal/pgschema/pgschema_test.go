@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -182,5 +183,20 @@ func TestConnCheck(t *testing.T) {
 	c.Forget()
 	if _, err := c.Lock(context.Background(), &st, detect); err != nil || calls.Load() != 3 {
 		t.Errorf("after Forget: err=%v detections=%d, want a new detection", err, calls.Load())
+	}
+}
+
+func TestConnCheckSurvivesAPanic(t *testing.T) {
+	t.Parallel()
+	st := NewStatements(NewNames("s", "t"))
+	var c ConnCheck
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = c.Lock(context.Background(), &st, func(context.Context) (bool, error) { panic("detect") })
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if l, err := c.Lock(ctx, &st, func(context.Context) (bool, error) { return false, nil }); err != nil || l != st.LockPlain {
+		t.Errorf("after a panicking detection: %q, %v; want a new detection", l, err)
 	}
 }

@@ -108,6 +108,11 @@ type Statements struct {
 	// headers (jsonb, NULL for none), body, created_at, expires_at.
 	Insert string
 
+	// SameTx fails with division_by_zero (22012) unless it runs in the
+	// transaction whose transaction_timestamp() is $1 (the one Lock
+	// returned). pgstore sends it first in its commit pipeline.
+	SameTx string
+
 	// InsertSameTx is Insert with a tenth parameter, the
 	// transaction_timestamp() that Lock returned: it writes nothing (0
 	// rows) if it runs in another transaction than the one Lock ran in,
@@ -142,6 +147,7 @@ func NewStatements(n Names) Statements {
 		Select:    `SELECT ` + recordColumns + ` FROM ` + n.Table + ` WHERE scope = $1 AND key = $2`,
 		Delete:    `DELETE FROM ` + n.Table + ` WHERE scope = $1 AND key = $2 AND expires_at <= $3`,
 		Insert:    `INSERT INTO ` + n.Table + ` (scope, key, ` + recordColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		SameTx:    `SELECT 1 / (transaction_timestamp() = $1::timestamptz)::int`,
 		InsertSameTx: `INSERT INTO ` + n.Table + ` (scope, key, ` + recordColumns + `)
 SELECT $1::text, $2::text, $3::text, $4::text, $5::integer, $6::jsonb, $7::bytea, $8::timestamptz, $9::timestamptz
 WHERE transaction_timestamp() = $10::timestamptz`,
@@ -189,23 +195,31 @@ func (c *ConnCheck) Lock(ctx context.Context, st *Statements, detect func(contex
 		done := make(chan struct{})
 		c.running = done
 		c.mu.Unlock()
-
-		ok, err := detect(ctx)
-		c.mu.Lock()
-		if err == nil {
-			l := st.LockPlain
-			if ok {
-				l = st.Lock
-			}
-			c.known.Store(&l)
-		}
-		c.running = nil
-		c.mu.Unlock()
-		close(done)
-		if err != nil {
+		if err := c.detect(ctx, st, detect, done); err != nil {
 			return "", err
 		}
 	}
+}
+
+// detect runs one detection and, whatever happens in it (a panic
+// included), lets the waiters go.
+func (c *ConnCheck) detect(ctx context.Context, st *Statements, detect func(context.Context) (bool, error), done chan struct{}) error {
+	defer func() {
+		c.mu.Lock()
+		c.running = nil
+		c.mu.Unlock()
+		close(done)
+	}()
+	ok, err := detect(ctx)
+	if err != nil {
+		return err
+	}
+	l := st.LockPlain
+	if ok {
+		l = st.Lock
+	}
+	c.known.Store(&l)
+	return nil
 }
 
 // Forget drops what Lock learnt, so that the next call asks the server
