@@ -31,6 +31,9 @@
 // ignored such an error never gets its record committed on its own, Begin
 // opens a savepoint and Commit releases it before writing the record: if
 // the transaction is gone, so is the savepoint, and nothing is recorded.
+// Statements the work runs after such a failure run in autocommit and
+// commit on their own, which no store can undo: a work must return the
+// error of any statement that fails.
 // The transaction is detached from ctx's cancellation (the guard commits a
 // work that has succeeded even if its caller has given up); the wait for a
 // connection and the work's own statements still obey ctx.
