@@ -30,7 +30,7 @@
 // Begin sends one pipelined batch (pgx.Batch with Batch.BeginTx):
 //
 //	BEGIN ISOLATION LEVEL READ COMMITTED
-//	SELECT pg_try_advisory_xact_lock($hash)
+//	SELECT pg_try_advisory_xact_lock($hash), set_config(…), transaction_timestamp()
 //	SELECT … FROM records WHERE scope = $1 AND key = $2
 //
 // The lock key is FNV-1a 64 over the length-prefixed qualified table name,
