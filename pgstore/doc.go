@@ -56,17 +56,16 @@
 //
 // Commit sends, pipelined:
 //
-//	SELECT 1 / (transaction_timestamp() = $begin)::int
 //	DELETE FROM records WHERE scope = $1 AND key = $2 AND expires_at <= $now
-//	INSERT INTO records (…) VALUES (…)
+//	INSERT INTO records (…) VALUES (…, CASE WHEN transaction_timestamp() = $begin THEN $fingerprint END, …)
 //	COMMIT
 //
-// The first statement fails (division by zero) unless it runs in the
-// transaction Begin started, whose transaction_timestamp() the locking
-// statement returned: a work that ended that transaction itself (an Exec
-// of "ROLLBACK; BEGIN") would otherwise see its record commit without its
-// effect. The error stops the pipeline and nothing is recorded. The
-// DELETE is sent only when Begin saw an expired record.
+// The DELETE is sent only when Begin saw an expired record. The INSERT
+// fails (the fingerprint is NOT NULL) unless it runs in the transaction
+// Begin started, whose transaction_timestamp() the locking statement
+// returned: a work that ended that transaction itself (an Exec of
+// "ROLLBACK; BEGIN") would otherwise see its record commit without its
+// effect. The error stops the pipeline and nothing is recorded.
 //
 // Only an expired record is deleted (deleting by key alone would delete a
 // live record that a concurrent writer had just committed, DESIGN §7). A

@@ -85,16 +85,15 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	}
 	var commitTag pgconn.CommandTag
 	b := &pgx.Batch{}
-	// First, a statement that fails (division by zero) unless it runs in
-	// Begin's transaction: a work that ended it and began another (an Exec
-	// of "ROLLBACK; BEGIN") leaves the status at "in a transaction", and
-	// without this the record would commit in the new one, without the
-	// effect. The error stops the pipeline before the INSERT and COMMIT.
-	b.Queue(t.store.sql.SameTx, t.txStart)
 	if t.expiredRow {
 		b.Queue(t.store.sql.Delete, t.scope, t.key, p.Now)
 	}
-	b.Queue(t.store.sql.Insert, t.scope, t.key, r.Fingerprint, string(state), r.Result.Status, headers, body, r.CreatedAt, r.ExpiresAt)
+	// The INSERT fails unless it runs in Begin's transaction (see
+	// pgschema.Statements.Insert): a work that ended it and began another
+	// (an Exec of "ROLLBACK; BEGIN") leaves the status at "in a
+	// transaction", and the record would otherwise commit in the new one,
+	// without the effect. The error stops the pipeline before COMMIT.
+	b.Queue(t.store.sql.Insert, t.scope, t.key, r.Fingerprint, string(state), r.Result.Status, headers, body, r.CreatedAt, r.ExpiresAt, t.txStart)
 	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
 		commitTag = ct
 		return nil
@@ -102,7 +101,7 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	err = t.conn.Conn().SendBatch(ctx, b).Close()
 	endConn(ctx, t.conn) // rolls back if the pipeline stopped short of COMMIT
 	switch {
-	case isDivisionByZero(err):
+	case pgschema.IsOtherTx(err):
 		return fmt.Errorf("pgstore: commit: the work ended the transaction itself (an Exec of COMMIT or ROLLBACK); nothing was recorded: %w", pgx.ErrTxClosed)
 	case t.store.isRecordConflict(err):
 		return fmt.Errorf("%w: pgstore: (%q, %q): %w", idem.ErrConflict, t.scope, t.key, err)
@@ -213,10 +212,4 @@ func (s *Store) isRecordConflict(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == pgschema.UniqueViolation &&
 		pe.SchemaName == s.cfg.Schema && pe.TableName == s.cfg.Table
-}
-
-// isDivisionByZero reports whether err is the failure of Statements.SameTx.
-func isDivisionByZero(err error) bool {
-	code, ok := pgschema.SQLState(err)
-	return ok && code == "22012"
 }

@@ -22,7 +22,7 @@
 // fail, and nothing is recorded. An Exec of COMMIT or ROLLBACK is not seen
 // by database/sql, so the record's INSERT checks that it still runs in the
 // transaction Begin started (its transaction_timestamp(), which the
-// locking statement returns), writes nothing otherwise, and Commit fails.
+// locking statement returns) and fails otherwise: nothing is recorded.
 //
 // # One table, two stores
 //

@@ -109,7 +109,10 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	// The insert checks that it runs in Begin's transaction: a work that
 	// ended it with an Exec of COMMIT or ROLLBACK, which database/sql does
 	// not see, would otherwise have the record written on its own.
-	res, err := t.tx.ExecContext(ctx, t.store.sql.InsertSameTx, t.scope, t.key, r.Fingerprint, string(state), r.Result.Status, headersArg, body, r.CreatedAt, r.ExpiresAt, t.txStart)
+	res, err := t.tx.ExecContext(ctx, t.store.sql.Insert, t.scope, t.key, r.Fingerprint, string(state), r.Result.Status, headersArg, body, r.CreatedAt, r.ExpiresAt, t.txStart)
+	if pgschema.IsOtherTx(err) {
+		return fail("commit: insert", fmt.Errorf("the work ended the transaction itself (an Exec of COMMIT or ROLLBACK); nothing was recorded: %w (%w)", sql.ErrTxDone, err))
+	}
 	if pgschema.IsUniqueViolation(err) {
 		stop()
 		rollback(t.tx, t.cancel)

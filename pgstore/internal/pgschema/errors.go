@@ -70,3 +70,11 @@ func TransientCode(code string) bool {
 	}
 	return false
 }
+
+// IsOtherTx reports whether err is Statements.Insert's refusal to write a
+// record outside the transaction Lock ran in: a not_null_violation (23502).
+// The record's columns are otherwise never NULL.
+func IsOtherTx(err error) bool {
+	code, ok := SQLState(err)
+	return ok && code == "23502"
+}

@@ -91,7 +91,7 @@ type Statements struct {
 	Lock string
 
 	// LockPlain is Lock without the connection check. Both return, third,
-	// transaction_timestamp(), for InsertSameTx.
+	// transaction_timestamp(), for Insert.
 	LockPlain string
 
 	// Select reads the record of ($1 scope, $2 key) for ScanRecord. It
@@ -105,20 +105,15 @@ type Statements struct {
 	Delete string
 
 	// Insert writes a record: scope, key, fingerprint, state, status,
-	// headers (jsonb, NULL for none), body, created_at, expires_at.
+	// headers (jsonb, NULL for none), body, created_at, expires_at, and a
+	// tenth parameter, the transaction_timestamp() that Lock returned. In
+	// any other transaction than Lock's (the work ended that one itself,
+	// with an Exec of COMMIT or ROLLBACK, and perhaps began another) the
+	// fingerprint becomes NULL and the INSERT fails with not_null_violation
+	// (see IsOtherTx): the record never commits without the effect, and
+	// the error stops a pipeline before its COMMIT. The check costs no
+	// statement of its own.
 	Insert string
-
-	// SameTx fails with division_by_zero (22012) unless it runs in the
-	// transaction whose transaction_timestamp() is $1 (the one Lock
-	// returned). pgstore sends it first in its commit pipeline.
-	SameTx string
-
-	// InsertSameTx is Insert with a tenth parameter, the
-	// transaction_timestamp() that Lock returned: it writes nothing (0
-	// rows) if it runs in another transaction than the one Lock ran in,
-	// as it does when the work ended that transaction itself (an Exec of
-	// COMMIT or ROLLBACK) and the statement runs in autocommit.
-	InsertSameTx string
 
 	// Sweep deletes at most $2 records that have expired at $1, chosen
 	// through the expires_at index by ctid. The outer expires_at test is
@@ -146,12 +141,8 @@ func NewStatements(n Names) Statements {
 		LockPlain: `SELECT pg_try_advisory_xact_lock($1), ''::text, transaction_timestamp()`,
 		Select:    `SELECT ` + recordColumns + ` FROM ` + n.Table + ` WHERE scope = $1 AND key = $2`,
 		Delete:    `DELETE FROM ` + n.Table + ` WHERE scope = $1 AND key = $2 AND expires_at <= $3`,
-		Insert:    `INSERT INTO ` + n.Table + ` (scope, key, ` + recordColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		SameTx:    `SELECT 1 / (transaction_timestamp() = $1::timestamptz)::int`,
-		InsertSameTx: `INSERT INTO ` + n.Table + ` (scope, key, ` + recordColumns + `)
-SELECT $1::text, $2::text, $3::text, $4::text, $5::integer, $6::jsonb, $7::bytea, $8::timestamptz, $9::timestamptz
-WHERE transaction_timestamp() = $10::timestamptz`,
-		Sweep: `DELETE FROM ` + n.Table + ` WHERE ctid = ANY (ARRAY (SELECT ctid FROM ` + n.Table + ` WHERE expires_at <= $1 LIMIT $2)) AND expires_at <= $1`,
+		Insert:    `INSERT INTO ` + n.Table + ` (scope, key, ` + recordColumns + `) VALUES ($1, $2, CASE WHEN transaction_timestamp() = $10::timestamptz THEN $3::text END, $4, $5, $6, $7, $8, $9)`,
+		Sweep:     `DELETE FROM ` + n.Table + ` WHERE ctid = ANY (ARRAY (SELECT ctid FROM ` + n.Table + ` WHERE expires_at <= $1 LIMIT $2)) AND expires_at <= $1`,
 		Probe: `SELECT l.locked, r.fingerprint, r.state, r.status, r.headers, r.body, r.created_at, r.expires_at
 FROM (SELECT pg_try_advisory_xact_lock($1) AS locked) AS l
 LEFT JOIN ` + n.Table + ` AS r ON r.scope = $2 AND r.key = $3`,
