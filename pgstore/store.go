@@ -155,15 +155,9 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 		}
 		return nil, nil, unavailable("begin", err)
 	}
-	// A committed live record is final: it is the answer whether or not
-	// the lock was granted.
-	if rec != nil && !rec.Expired(p.Now) {
+	if rec, err := pgschema.Answer(rec, locked, p.Now); rec != nil || err != nil {
 		endConn(ctx, conn)
-		return rec, nil, nil
-	}
-	if !locked {
-		endConn(ctx, conn)
-		return nil, nil, idem.ErrInFlight
+		return rec, nil, err
 	}
 	// An expired record of the key must be deleted before the insert;
 	// when there was none, nobody can write one while this transaction
@@ -194,13 +188,8 @@ func (s *Store) probe(ctx context.Context, p *idem.BeginParams) (*idem.Record, b
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, false, unavailable("begin: probe", err)
 	}
-	switch {
-	case rec != nil && !rec.Expired(p.Now):
-		return rec, true, nil
-	case !locked:
-		return nil, true, idem.ErrInFlight
-	}
-	return nil, false, nil
+	rec, err := pgschema.Answer(rec, locked, p.Now)
+	return rec, rec != nil || err != nil, err
 }
 
 // Lookup implements idem.Inspector.

@@ -76,23 +76,16 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	if state == "" {
 		state = idem.StateCompleted
 	}
-	if t.conn.Conn().PgConn().TxStatus() == 'I' {
-		// The work ended the transaction itself (an Exec of COMMIT or
-		// ROLLBACK): its effect is no longer ours to commit, and a record
-		// written now would commit alone.
-		endConn(ctx, t.conn)
-		return fmt.Errorf("pgstore: commit: the work ended the transaction itself: %w", pgx.ErrTxClosed)
-	}
 	var commitTag pgconn.CommandTag
 	b := &pgx.Batch{}
 	if t.expiredRow {
 		b.Queue(t.store.sql.Delete, t.scope, t.key, p.Now)
 	}
 	// The INSERT fails unless it runs in Begin's transaction (see
-	// pgschema.Statements.Insert): a work that ended it and began another
-	// (an Exec of "ROLLBACK; BEGIN") leaves the status at "in a
-	// transaction", and the record would otherwise commit in the new one,
-	// without the effect. The error stops the pipeline before COMMIT.
+	// pgschema.Statements.Insert): a work that ended it itself (an Exec of
+	// COMMIT or ROLLBACK, perhaps followed by BEGIN) would otherwise have
+	// its record commit without the effect. The error stops the pipeline
+	// before COMMIT.
 	b.Queue(t.store.sql.Insert, t.scope, t.key, r.Fingerprint, string(state), r.Result.Status, headers, body, r.CreatedAt, r.ExpiresAt, t.txStart)
 	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
 		commitTag = ct

@@ -146,15 +146,9 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 		end()
 		return nil, nil, unavailable("begin: read", ctxCause(ctx, err))
 	}
-	// A committed live record is final: it is the answer whether or not
-	// the lock was granted.
-	if rec != nil && !rec.Expired(p.Now) {
+	if rec, err := pgschema.Answer(rec, locked, p.Now); rec != nil || err != nil {
 		end()
-		return rec, nil, nil
-	}
-	if !locked {
-		end()
-		return nil, nil, idem.ErrInFlight
+		return rec, nil, err
 	}
 	if !stop() {
 		// ctx ended meanwhile: the transaction's context has been
@@ -180,13 +174,8 @@ func (s *Store) probe(ctx context.Context, p *idem.BeginParams) (*idem.Record, b
 	if err != nil {
 		return nil, false, unavailable("begin: probe", err)
 	}
-	switch {
-	case rec != nil && !rec.Expired(p.Now):
-		return rec, true, nil
-	case !locked:
-		return nil, true, idem.ErrInFlight
-	}
-	return nil, false, nil
+	rec, err = pgschema.Answer(rec, locked, p.Now)
+	return rec, rec != nil || err != nil, err
 }
 
 // Lookup implements idem.Inspector.

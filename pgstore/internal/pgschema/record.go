@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/idemkit/idem"
 )
@@ -73,4 +74,19 @@ func EncodeHeaders(h map[string][]string) ([]byte, error) {
 		return nil, nil
 	}
 	return json.Marshal(h)
+}
+
+// Answer decides a Begin, or a probe, from what it saw: whether it got the
+// key's lock and the record it read after the lock. A live record is final
+// and is the answer whether or not the lock was granted; without one, a
+// lock held elsewhere is idem.ErrInFlight. Both nil mean the key is free
+// and the caller holds it: go on with the transaction.
+func Answer(rec *idem.Record, locked bool, now time.Time) (*idem.Record, error) {
+	switch {
+	case rec != nil && !rec.Expired(now):
+		return rec, nil
+	case !locked:
+		return nil, idem.ErrInFlight
+	}
+	return nil, nil
 }
