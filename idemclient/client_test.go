@@ -165,8 +165,7 @@ func TestDoRetryAfter(t *testing.T) {
 // retried with the same key.
 func TestDoNetworkErrors(t *testing.T) {
 	t.Parallel()
-	var e *testEnv
-	e = setup(t, func(n int, w http.ResponseWriter, r *http.Request) {
+	e := setup(t, func(n int, w http.ResponseWriter, r *http.Request) {
 		switch n {
 		case 1:
 			hijackClose(t, w, false)

@@ -434,7 +434,7 @@ func TestOptionalKey(t *testing.T) {
 	w := serve(handler, "POST", "/x", "", withKey("a b"))
 	checkProblem(t, w, idemhttp.ProblemInvalidKey, http.StatusBadRequest)
 
-	w = serve(handler, "POST", "/x", "", withKey("k"))
+	serve(handler, "POST", "/x", "", withKey("k"))
 	if !inTx {
 		t.Errorf("with a key: not in a transaction")
 	}

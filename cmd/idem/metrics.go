@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/idemkit/idem/examples/transfers"
+	"github.com/idemkit/idem/internal/transfers"
 	"github.com/idemkit/idem/idemhttp/idemprom"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"

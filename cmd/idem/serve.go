@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/examples/transfers"
+	"github.com/idemkit/idem/internal/transfers"
 )
 
 type serveCommand struct {

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/idemkit/idem/examples/transfers"
+	"github.com/idemkit/idem/internal/transfers"
 	"github.com/idemkit/idem/idemhttp"
 )
 
