@@ -47,8 +47,8 @@ var problemTitles = map[string]string{
 	ProblemResponseTooLarge: "Response is too large to record",
 	ProblemBadRequest:       "Request body could not be read",
 	ProblemInternal:         "Internal error",
-	ProblemNoPrincipal:      "The server cannot tell who sent this request",
-	ProblemRequestTimeout:   "The request was not received in time",
+	ProblemNoPrincipal:      "The request has no principal to scope its key by",
+	ProblemRequestTimeout:   "Request was not received in time",
 	ProblemTooBusy:          "Too many requests in progress",
 }
 
