@@ -26,11 +26,23 @@ type Config struct {
 	// authenticated principal or tenant. The same key in two scopes names
 	// two independent requests, and one scope never receives another's
 	// recorded response, so the scope must differ whenever the caller's
-	// identity differs. An error answers the request with 500 and runs
-	// nothing. Defaults to DefaultScope, which hashes the request's
-	// credentials; prefer a function that returns the principal your
-	// authentication middleware established.
+	// identity differs. It runs after the body has been read, and the
+	// request it receives has a readable Body holding the whole body.
+	// ErrNoPrincipal means the request has no principal (see Anonymous);
+	// any other error answers the request with 500 and runs nothing.
+	// Defaults to DefaultScope, the principal that authentication stored
+	// with WithPrincipal.
 	Scope func(*http.Request) (string, error)
+
+	// Anonymous lets requests without a principal (Scope returned
+	// ErrNoPrincipal) share AnonymousScope on every route of the
+	// middleware, instead of being refused with 500 no-principal. It is
+	// meant for public endpoints, and it has a cost: anonymous callers
+	// share one namespace of keys, so they must use random keys (a UUID),
+	// since a caller who guesses or reuses another's key receives that
+	// caller's recorded response. RouteOptions.Anonymous allows it on
+	// some routes only. Defaults to false.
+	Anonymous bool
 
 	// Route names the operation a request addresses, for the fingerprint,
 	// the log lines and the Observer. It must not vary between retries of
@@ -71,6 +83,16 @@ type Config struct {
 	// receives 500. Defaults to 1 MiB.
 	MaxResponseBody int64
 
+	// MaxConcurrent bounds how many protected requests the middleware
+	// serves at once, from the moment their key is parsed to their answer.
+	// A request over the bound is answered 503 too-busy with Retry-After
+	// before its body is read. The bound caps the memory of buffered
+	// bodies and responses (MaxConcurrent × (MaxRequestBody +
+	// MaxResponseBody) at worst) and the requests queued on the store. A
+	// negative value means no bound. Defaults to DefaultMaxConcurrent
+	// (256).
+	MaxConcurrent int
+
 	// UnavailableRetryAfter is the Retry-After hint sent with 503 when the
 	// store is unavailable. It is rounded up to whole seconds. Defaults to
 	// 5 seconds.
@@ -98,8 +120,20 @@ const (
 	DefaultMaxResponseBody = 1 << 20
 )
 
-// DefaultUnavailableRetryAfter is the default Retry-After sent with 503.
+// DefaultUnavailableRetryAfter is the default Retry-After sent with 503
+// when the store is unavailable.
 const DefaultUnavailableRetryAfter = 5 * time.Second
+
+// DefaultMaxConcurrent is the default bound on protected requests served at
+// once. It is far above what a store's connection pool serves at once (so
+// requests over it would only queue) and above the 100-request duplicate
+// storms idem is measured with, and it caps the buffers of the default
+// limits at 512 MiB in the worst case.
+const DefaultMaxConcurrent = 256
+
+// busyRetryAfter is the Retry-After sent with 503 too-busy: a slot is
+// usually free again within a request's duration.
+const busyRetryAfter = time.Second
 
 // DefaultRecordHeaders returns the response headers recorded by default:
 // those that describe the body or the created resource.
@@ -161,6 +195,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.UnavailableRetryAfter == 0 {
 		out.UnavailableRetryAfter = DefaultUnavailableRetryAfter
+	}
+	if out.MaxConcurrent == 0 {
+		out.MaxConcurrent = DefaultMaxConcurrent
 	}
 	if err := out.validate(); err != nil {
 		return Config{}, err
@@ -246,6 +283,12 @@ type RouteOptions struct {
 	// before the work starts, instead of answering 503. Set it only where
 	// a duplicate is harmless. Defaults to false (fail closed).
 	FailOpen bool
+
+	// Anonymous lets requests without a principal share AnonymousScope on
+	// these routes, as Config.Anonymous does for every route: anonymous
+	// callers must then use random keys. Defaults to false: such requests
+	// are refused with 500 no-principal, unless Config.Anonymous is set.
+	Anonymous bool
 
 	// TTL overrides the Guard's record lifetime for these routes. Defaults
 	// to 0, meaning the Guard's TTL.

@@ -55,7 +55,7 @@ func TestRecordNoHeaders(t *testing.T) {
 	t.Parallel()
 	e := setup(t, withConfig(idemhttp.Config{RecordHeaders: []string{}}))
 	serve(e.mw.Handler(&effectHandler{}), "POST", "/x", "{}", withKey("k"))
-	if rec := e.record(t, idemhttp.AnonymousScope, "k"); rec == nil || len(rec.Result.Header) != 0 {
+	if rec := e.record(t, alice, "k"); rec == nil || len(rec.Result.Header) != 0 {
 		t.Errorf("record: got %+v, want one without headers", rec)
 	}
 }

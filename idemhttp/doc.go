@@ -3,9 +3,24 @@
 // (draft-ietf-httpapi-idempotency-key-header), using only the standard
 // library.
 //
+// Keys are scoped by the caller's principal, which the authentication
+// middleware in front of idemhttp hands over with WithPrincipal:
+//
+//	func authenticate(next http.Handler) http.Handler {
+//		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+//			user, err := checkToken(r) // your authentication
+//			if err != nil {
+//				http.Error(w, "unauthorized", http.StatusUnauthorized)
+//				return
+//			}
+//			next.ServeHTTP(w, r.WithContext(idemhttp.WithPrincipal(r.Context(), user.ID)))
+//		})
+//	}
+//
 //	guard, _ := idem.New(store, nil)
 //	mw, _ := idemhttp.New(guard, nil)
 //	mux.Handle("POST /transfers", mw.Handler(transfers))
+//	http.ListenAndServe(addr, authenticate(mux))
 //
 // The middleware is a plain func(http.Handler) http.Handler, so it works
 // with ServeMux, chi (r.Use(mw.Handler)), gorilla/mux and anything else
@@ -23,11 +38,16 @@
 //     visible ASCII characters. A missing header is a 400 (or, on an
 //     Optional route, runs the handler unprotected); an invalid value, a
 //     list, or the header twice is a 400.
+//   - The request takes one of Config.MaxConcurrent slots; with none free
+//     it is a 503 with Retry-After, before its body is read.
 //   - The body is read whole, up to Config.MaxRequestBody; a larger one is a
-//     413 before any work.
-//   - The scope (Config.Scope, see DefaultScope) and the fingerprint (method,
-//     route, request target, configured headers and body; JSON bodies in
-//     canonical form) are computed, and idem.Guard.Do is called.
+//     413 before any work. A body that does not arrive in time (a read
+//     deadline, or the request context's deadline) is a 408.
+//   - The scope (Config.Scope, by default the principal; see Scope below)
+//     and the fingerprint (method, route, request target, configured
+//     headers and body; JSON bodies in canonical form) are computed. A
+//     request whose context has ended by then is a 408; otherwise
+//     idem.Guard.Do is called.
 //   - A live record with the same fingerprint is replayed: the original
 //     status, recorded headers and body, byte for byte, plus
 //     Idempotent-Replayed: true. A different fingerprint is a 422; nothing
@@ -48,11 +68,30 @@
 // The middleware's own answers are RFC 9457 problem details
 // (application/problem+json) whose type is one of the Problem constants.
 //
+// # Scope
+//
+// A key is scoped: the record is addressed by (scope, key), and one scope
+// never receives another's recorded response. DefaultScope is the
+// principal that authentication stored with WithPrincipal: a user, client
+// or tenant id, which stays the same when a token is refreshed. A
+// protected request without one is refused with 500 no-principal (a
+// server configuration error, logged once at Error level with the ways to
+// fix it), never put in a shared scope. Config.Scope replaces
+// DefaultScope; it sees the request with its body readable.
+//
+// Public endpoints can let callers without a principal share
+// AnonymousScope (Config.Anonymous, or RouteOptions.Anonymous per route).
+// Such callers must use random keys: one who guesses or reuses another's
+// key receives that caller's response. Gateways that cannot know the
+// principal can hash the credentials with CredentialScope, at the cost its
+// documentation describes.
+//
 // # Per-route policy
 //
 // Middleware.Handler requires a key; Middleware.Optional lets requests
 // without one through unprotected; Middleware.Route takes RouteOptions for
-// an optional key, failing open, or a record TTL of its own.
+// an optional key, failing open, anonymous callers, or a record TTL of its
+// own.
 //
 // # Recorded headers
 //
@@ -70,16 +109,6 @@
 // (read and write deadlines still work). Informational (1xx) responses are
 // dropped. Do not protect streaming endpoints; requests that pass through
 // get the original ResponseWriter, with all its interfaces.
-//
-// # Scope
-//
-// A key is scoped: the record is addressed by (scope, key), and one scope
-// never receives another's recorded response. DefaultScope hashes the
-// request's credentials (Authorization, X-API-Key, Cookie and the TLS client
-// certificate), so requests with different credentials never share records
-// and anonymous requests share one scope. Prefer a Config.Scope that
-// returns the principal your authentication established: credentials that
-// change between retries (a refreshed token) make a retry a new request.
 //
 // # Observability
 //

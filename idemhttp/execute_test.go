@@ -56,7 +56,7 @@ func TestFirstExecutionRunsInTransactionAndRecords(t *testing.T) {
 	if _, ok := e.store.Value("effect/1"); !ok {
 		t.Errorf("effect: not committed")
 	}
-	rec := e.record(t, idemhttp.AnonymousScope, "k1")
+	rec := e.record(t, alice, "k1")
 	if rec == nil {
 		t.Fatal("record: none, want one")
 	}
@@ -148,7 +148,7 @@ func TestServerErrorRollsBack(t *testing.T) {
 	if _, ok := e.store.Value("effect/1"); ok {
 		t.Errorf("effect of a 5xx: committed, want rolled back")
 	}
-	if rec := e.record(t, idemhttp.AnonymousScope, "k"); rec != nil {
+	if rec := e.record(t, alice, "k"); rec != nil {
 		t.Errorf("record after a 5xx: got %+v, want none", rec)
 	}
 
@@ -188,7 +188,7 @@ func TestPanicRollsBackAndIsReraised(t *testing.T) {
 	w := httptest.NewRecorder()
 	got := func() (p any) {
 		defer func() { p = recover() }()
-		r := httptest.NewRequest("POST", "/transfers", strings.NewReader(`{}`))
+		r := authed(httptest.NewRequest("POST", "/transfers", strings.NewReader(`{}`)))
 		r.Header.Set("Idempotency-Key", "k")
 		handler.ServeHTTP(w, r)
 		return nil
@@ -202,7 +202,7 @@ func TestPanicRollsBackAndIsReraised(t *testing.T) {
 	if _, ok := e.store.Value("before-panic"); ok {
 		t.Errorf("effect of a panicking handler: committed, want rolled back")
 	}
-	if rec := e.record(t, idemhttp.AnonymousScope, "k"); rec != nil {
+	if rec := e.record(t, alice, "k"); rec != nil {
 		t.Errorf("record after a panic: got %+v, want none", rec)
 	}
 
@@ -234,11 +234,12 @@ func TestPanicThroughServer(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusCreated)
 	}))
-	srv := httptest.NewServer(handler)
+	srv := httptest.NewServer(bearerAuth(handler))
 	defer srv.Close()
 
 	post := func() (*http.Response, error) {
 		req, _ := http.NewRequest("POST", srv.URL+"/x", strings.NewReader("{}"))
+		req.Header.Set("Authorization", "Bearer alice")
 		req.Header.Set("Idempotency-Key", "k")
 		return srv.Client().Do(req)
 	}
@@ -271,7 +272,7 @@ func TestEmptyResponseIsRecordedAs200(t *testing.T) {
 	if got, want := w.Code, http.StatusOK; got != want {
 		t.Errorf("status: got %d, want %d", got, want)
 	}
-	rec := e.record(t, idemhttp.AnonymousScope, "k")
+	rec := e.record(t, alice, "k")
 	if rec == nil || rec.Result.Status != http.StatusOK || len(rec.Result.Body) != 0 {
 		t.Errorf("record: got %+v, want status 200 and no body", rec)
 	}
@@ -345,7 +346,7 @@ func TestMethodsPassThrough(t *testing.T) {
 				sameWriter = w == http.ResponseWriter(orig)
 				_, inTx = memstore.TxFrom(r.Context())
 			}))
-			r := httptest.NewRequest(tc.method, "/x", nil)
+			r := authed(httptest.NewRequest(tc.method, "/x", nil))
 			r.Header.Set("Idempotency-Key", "k-"+tc.method)
 			handler.ServeHTTP(orig, r)
 			if got, want := sameWriter, !tc.protected; got != want {
@@ -398,9 +399,10 @@ func TestProtectedWriterRefusesStreamingAndHijack(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusCreated)
 	}))
-	srv := httptest.NewServer(handler)
+	srv := httptest.NewServer(bearerAuth(handler))
 	defer srv.Close()
 	req, _ := http.NewRequest("POST", srv.URL, nil)
+	req.Header.Set("Authorization", "Bearer alice")
 	req.Header.Set("Idempotency-Key", "k")
 	resp, err := srv.Client().Do(req)
 	if err != nil {
@@ -450,7 +452,7 @@ func TestRouteTTL(t *testing.T) {
 	e := setup(t, withGuardConfig(idem.Config{Now: func() time.Time { return now }}))
 	handler := e.mw.Route(idemhttp.RouteOptions{TTL: time.Hour})(&effectHandler{})
 	serve(handler, "POST", "/x", "", withKey("k"))
-	rec := e.record(t, idemhttp.AnonymousScope, "k")
+	rec := e.record(t, alice, "k")
 	if rec == nil {
 		t.Fatal("no record")
 	}
@@ -485,11 +487,11 @@ func TestStatusOfAnEndedRequestIsNotRecorded(t *testing.T) {
 			if tt.cancel {
 				h.before = func(http.ResponseWriter, *http.Request) { cancel() }
 			}
-			r := httptest.NewRequestWithContext(ctx, "POST", "/x", strings.NewReader("{}"))
+			r := authed(httptest.NewRequestWithContext(ctx, "POST", "/x", strings.NewReader("{}")))
 			r.Header.Set("Idempotency-Key", "k")
 			e.mw.Handler(h).ServeHTTP(httptest.NewRecorder(), r)
 			_, committed := e.store.Value("effect/1")
-			rec := e.record(t, idemhttp.AnonymousScope, "k")
+			rec := e.record(t, alice, "k")
 			if committed != tt.recorded || (rec != nil) != tt.recorded {
 				t.Errorf("effect committed %v, record %v; want both %v", committed, rec != nil, tt.recorded)
 			}

@@ -148,15 +148,16 @@ func TestRouteOptionsNegativeTTLPanics(t *testing.T) {
 	e.mw.Route(idemhttp.RouteOptions{TTL: -time.Second})
 }
 
-// A client that has gone away before the store answered is logged as
+// A client that has gone away while the store was being asked is logged as
 // canceled at Info level, not as a store failure, and nothing runs.
 func TestClientGoneIsNotUnavailable(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	h := &effectHandler{}
 	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	r := httptest.NewRequestWithContext(ctx, "POST", "/x", strings.NewReader("{}"))
+	defer cancel()
+	e.flaky.beforeBegin = func(context.Context) { cancel() }
+	r := authed(httptest.NewRequestWithContext(ctx, "POST", "/x", strings.NewReader("{}")))
 	r.Header.Set("Idempotency-Key", "k")
 	w := httptest.NewRecorder()
 	e.mw.Handler(h).ServeHTTP(w, r)
@@ -169,26 +170,29 @@ func TestClientGoneIsNotUnavailable(t *testing.T) {
 	if logs := e.logs.String(); !strings.Contains(logs, "level=INFO") || strings.Contains(logs, "level=ERROR") {
 		t.Errorf("log: got %q, want one INFO line", logs)
 	}
-	if e.record(t, idemhttp.AnonymousScope, "k") != nil {
+	if e.record(t, alice, "k") != nil {
 		t.Error("a record was written for a request whose client had gone")
 	}
 }
 
-// A deadline that runs out is the server's own limit: 503 unavailable,
-// logged as an error, not a client that left.
+// A deadline that runs out while the store is being asked is the server's
+// own limit: 503 unavailable, logged as an error, not a client that left.
 func TestDeadlineIsUnavailable(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	h := &effectHandler{}
-	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
-	defer cancel()
-	r := httptest.NewRequestWithContext(ctx, "POST", "/x", strings.NewReader("{}"))
+	ctx := newExpiringCtx()
+	e.flaky.beforeBegin = func(context.Context) { ctx.expire() }
+	r := authed(httptest.NewRequestWithContext(ctx, "POST", "/x", strings.NewReader("{}")))
 	r.Header.Set("Idempotency-Key", "k")
 	w := httptest.NewRecorder()
 	e.mw.Handler(h).ServeHTTP(w, r)
 	checkProblem(t, w, idemhttp.ProblemUnavailable, http.StatusServiceUnavailable)
 	if got := e.outcomes(); !slices.Equal(got, []idemhttp.Outcome{idemhttp.OutcomeUnavailable}) {
 		t.Errorf("outcomes: got %v, want [unavailable]", got)
+	}
+	if got := h.runs.Load(); got != 0 {
+		t.Errorf("handler runs: got %d, want 0", got)
 	}
 }
 
@@ -199,8 +203,9 @@ func TestStoreFailureWithClientGoneIsUnavailable(t *testing.T) {
 	e := setup(t)
 	e.flaky.failBegin.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	r := httptest.NewRequestWithContext(ctx, "POST", "/x", strings.NewReader("{}"))
+	defer cancel()
+	e.flaky.beforeBegin = func(context.Context) { cancel() }
+	r := authed(httptest.NewRequestWithContext(ctx, "POST", "/x", strings.NewReader("{}")))
 	r.Header.Set("Idempotency-Key", "k")
 	e.mw.Handler(&effectHandler{}).ServeHTTP(httptest.NewRecorder(), r)
 	if got := e.outcomes(); !slices.Equal(got, []idemhttp.Outcome{idemhttp.OutcomeUnavailable}) {

@@ -152,9 +152,37 @@ func withBody(body string) reqOpt {
 
 func withKey(key string) reqOpt { return header("Idempotency-Key", key) }
 
-// serve sends one request to h and returns the recorded response.
+// alice is the principal that serve's requests carry unless told otherwise,
+// as if an authentication middleware had called WithPrincipal.
+const alice = "user:alice"
+
+// asPrincipal sets the request's principal; "" leaves it without one.
+func asPrincipal(p string) reqOpt {
+	return func(r *http.Request) { *r = *r.WithContext(idemhttp.WithPrincipal(r.Context(), p)) }
+}
+
+// authed returns r with alice as its principal.
+func authed(r *http.Request) *http.Request {
+	return r.WithContext(idemhttp.WithPrincipal(r.Context(), alice))
+}
+
+// bearerAuth is a test authentication middleware: Authorization: Bearer
+// <name> makes user:<name> the principal; anything else is a 401.
+func bearerAuth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || name == "" {
+			http.Error(w, "unauthenticated", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(idemhttp.WithPrincipal(r.Context(), "user:"+name)))
+	})
+}
+
+// serve sends one request to h, from alice unless an option says
+// otherwise, and returns the recorded response.
 func serve(h http.Handler, method, target, body string, opts ...reqOpt) *httptest.ResponseRecorder {
-	r := httptest.NewRequest(method, target, strings.NewReader(body))
+	r := authed(httptest.NewRequest(method, target, strings.NewReader(body)))
 	if body != "" {
 		r.Header.Set("Content-Type", "application/json")
 	}
@@ -201,11 +229,17 @@ type flakyStore struct {
 	*memstore.Store
 	failBegin  atomic.Bool
 	failCommit atomic.Bool
+	// beforeBegin, when set before the first request, runs at the start
+	// of every Begin.
+	beforeBegin func(ctx context.Context)
 }
 
 var errConnRefused = errors.New("dial tcp 127.0.0.1:5432: connection refused")
 
 func (s *flakyStore) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, idem.Tx, error) {
+	if s.beforeBegin != nil {
+		s.beforeBegin(ctx)
+	}
 	if s.failBegin.Load() {
 		return nil, nil, fmt.Errorf("%w: %w", idem.ErrUnavailable, errConnRefused)
 	}
@@ -241,3 +275,39 @@ func (s *syncBuffer) String() string {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// expiringCtx is a context that ends when the test says so: its deadline
+// runs out when expire is called, its client leaves when cancel is. A test
+// decides that way which step of a request sees it end.
+type expiringCtx struct {
+	context.Context
+	once sync.Once
+	done chan struct{}
+	err  error
+}
+
+func newExpiringCtx() *expiringCtx {
+	return &expiringCtx{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *expiringCtx) expire() { c.end(context.DeadlineExceeded) }
+
+func (c *expiringCtx) cancel() { c.end(context.Canceled) }
+
+func (c *expiringCtx) end(err error) {
+	c.once.Do(func() {
+		c.err = err
+		close(c.done)
+	})
+}
+
+func (c *expiringCtx) Done() <-chan struct{} { return c.done }
+
+func (c *expiringCtx) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}

@@ -44,7 +44,7 @@ func TestMalformedKeyHeaders(t *testing.T) {
 			t.Parallel()
 			e := setup(t)
 			h := &effectHandler{}
-			r := httptest.NewRequest("POST", "/x", strings.NewReader("{}"))
+			r := authed(httptest.NewRequest("POST", "/x", strings.NewReader("{}")))
 			for _, v := range tc.values {
 				r.Header.Add("Idempotency-Key", v)
 			}
@@ -87,7 +87,7 @@ func TestValidKeyForms(t *testing.T) {
 			if got, want := w.Code, http.StatusCreated; got != want {
 				t.Fatalf("status: got %d, want %d (%s)", got, want, w.Body)
 			}
-			if e.record(t, idemhttp.AnonymousScope, tc.key) == nil {
+			if e.record(t, alice, tc.key) == nil {
 				t.Errorf("record for key %q: none", tc.key)
 			}
 		})

@@ -52,7 +52,7 @@ func TestRequestTooLarge(t *testing.T) {
 			e := setup(t, withConfig(idemhttp.Config{MaxRequestBody: limit}))
 			h := &effectHandler{body: "ok"}
 			body := &countingReader{r: strings.NewReader(strings.Repeat("x", tc.size))}
-			r := httptest.NewRequest("POST", "/x", nil)
+			r := authed(httptest.NewRequest("POST", "/x", nil))
 			r.Body = io.NopCloser(body)
 			r.ContentLength = tc.contentLength
 			r.Header.Set("Idempotency-Key", "k")
@@ -75,7 +75,7 @@ func TestRequestTooLarge(t *testing.T) {
 				if got := h.runs.Load(); got != 0 {
 					t.Errorf("handler runs: got %d, want 0", got)
 				}
-				if e.record(t, idemhttp.AnonymousScope, "k") != nil {
+				if e.record(t, alice, "k") != nil {
 					t.Errorf("record after 413: got one, want none")
 				}
 			} else if got, want := w.Code, tc.status; got != want {
@@ -140,7 +140,7 @@ func TestUnreadableBody(t *testing.T) {
 	h := &effectHandler{}
 	handler := e.mw.Handler(h)
 
-	r := httptest.NewRequest("POST", "/x", nil)
+	r := authed(httptest.NewRequest("POST", "/x", nil))
 	r.Body = io.NopCloser(io.MultiReader(strings.NewReader("abc"), errReader{}))
 	r.ContentLength = -1
 	r.Header.Set("Idempotency-Key", "k")
@@ -148,7 +148,7 @@ func TestUnreadableBody(t *testing.T) {
 	handler.ServeHTTP(w, r)
 	checkProblem(t, w, idemhttp.ProblemBadRequest, http.StatusBadRequest)
 
-	r = httptest.NewRequest("POST", "/x", strings.NewReader(strings.Repeat("x", 20)))
+	r = authed(httptest.NewRequest("POST", "/x", strings.NewReader(strings.Repeat("x", 20))))
 	r.Header.Set("Idempotency-Key", "k")
 	r.ContentLength = -1
 	w = httptest.NewRecorder()
@@ -186,7 +186,7 @@ func TestResponseTooLarge(t *testing.T) {
 	if _, ok := e.store.Value("effect/1"); ok {
 		t.Errorf("effect: committed, want rolled back")
 	}
-	if e.record(t, idemhttp.AnonymousScope, "k") != nil {
+	if e.record(t, alice, "k") != nil {
 		t.Errorf("record: got one, want none")
 	}
 	logs := e.logs.String()

@@ -35,10 +35,21 @@ const (
 	// was sent.
 	OutcomeUnavailable Outcome = "unavailable"
 	// OutcomeCanceled: the client went away (its request's context was
-	// cancelled) before the store could answer; nothing was recorded and 503 was
-	// written to nobody. It is kept apart from OutcomeUnavailable so that
-	// clients hanging up do not look like a store failure.
+	// cancelled) before the store could answer; nothing was recorded, and
+	// the answer (408 if it left before the store was asked, 503 if while
+	// it was) reached nobody. It is kept apart from OutcomeUnavailable so
+	// that clients hanging up do not look like a store failure.
 	OutcomeCanceled Outcome = "canceled"
+	// OutcomeRequestTimeout: the request was not received in time (its
+	// body read hit a deadline, or its context's deadline ran out before
+	// the store was asked); 408 was sent and nothing ran.
+	OutcomeRequestTimeout Outcome = "request_timeout"
+	// OutcomeTooBusy: Config.MaxConcurrent requests were already being
+	// served; 503 with Retry-After was sent before the body was read.
+	OutcomeTooBusy Outcome = "too_busy"
+	// OutcomeNoPrincipal: the request had no principal and its route does
+	// not allow anonymous callers; 500 was sent and nothing ran.
+	OutcomeNoPrincipal Outcome = "no_principal"
 	// OutcomeTooLarge: the request body was over the limit; 413 was sent
 	// before any work.
 	OutcomeTooLarge Outcome = "too_large"
@@ -59,8 +70,8 @@ const (
 	OutcomeFailOpen Outcome = "fail_open"
 	// OutcomeBadRequest: the request body could not be read; 400 was sent.
 	OutcomeBadRequest Outcome = "bad_request"
-	// OutcomeError: the scope could not be determined or the guard failed
-	// unexpectedly; 500 was sent and nothing ran.
+	// OutcomeError: Config.Scope failed (other than with ErrNoPrincipal)
+	// or the guard failed unexpectedly; 500 was sent and nothing ran.
 	OutcomeError Outcome = "error"
 )
 
@@ -72,6 +83,7 @@ func Outcomes() []Outcome {
 		OutcomeInvalidKey, OutcomeMissingKey, OutcomeUnavailable, OutcomeCanceled, OutcomeTooLarge,
 		OutcomeResponseTooLarge, OutcomeRolledBack, OutcomePanic,
 		OutcomeUnprotected, OutcomeFailOpen, OutcomeBadRequest, OutcomeError,
+		OutcomeRequestTimeout, OutcomeTooBusy, OutcomeNoPrincipal,
 	}
 }
 
@@ -115,16 +127,53 @@ func KeyHash(key string) string {
 
 // outcomeLevel is the level of each outcome's log line: client mistakes and
 // ordinary answers at Info (a plain execution at Debug), degradations at
-// Warn, server faults at Error.
+// Warn, server faults at Error. A request refused for want of a principal
+// is at Warn: the configuration error behind it is logged once at Error.
 func outcomeLevel(o Outcome) slog.Level {
 	switch o {
 	case OutcomeExecuted, OutcomeUnprotected:
 		return slog.LevelDebug
-	case OutcomeFailOpen, OutcomeRolledBack:
+	case OutcomeFailOpen, OutcomeRolledBack, OutcomeTooBusy, OutcomeNoPrincipal:
 		return slog.LevelWarn
 	case OutcomeUnavailable, OutcomeResponseTooLarge, OutcomePanic, OutcomeError:
 		return slog.LevelError
 	default:
 		return slog.LevelInfo
 	}
+}
+
+// done logs the outcome and tells the observer.
+func (c *call) done(o Outcome, status int, err error) {
+	d := time.Since(c.start)
+	ctx := c.r.Context()
+	level := outcomeLevel(o)
+	if logger := c.m.logger(); logger.Enabled(ctx, level) {
+		attrs := []slog.Attr{
+			slog.String("outcome", string(o)),
+			slog.String("method", c.r.Method),
+			slog.String("route", c.route),
+		}
+		if c.keyHash != "" {
+			attrs = append(attrs, slog.String("key_sha256", c.keyHash))
+		}
+		if status != 0 {
+			attrs = append(attrs, slog.Int("status", status))
+		}
+		attrs = append(attrs, slog.Duration("duration", d))
+		if err != nil {
+			attrs = append(attrs, slog.String("error", err.Error()))
+		}
+		logger.LogAttrs(ctx, level, "idemhttp: "+string(o), attrs...)
+	}
+	if c.m.cfg.Observer != nil {
+		c.m.cfg.Observer.Observe(ctx, Event{Outcome: o, Method: c.r.Method, Route: c.route, Status: status, Duration: d})
+	}
+}
+
+// logger is Config.Logger, or slog.Default() at the time of the call.
+func (m *Middleware) logger() *slog.Logger {
+	if m.cfg.Logger != nil {
+		return m.cfg.Logger
+	}
+	return slog.Default()
 }

@@ -19,6 +19,9 @@ const (
 	ProblemResponseTooLarge = "https://idemkit.dev/problems/response-too-large"
 	ProblemBadRequest       = "https://idemkit.dev/problems/unreadable-request"
 	ProblemInternal         = "https://idemkit.dev/problems/internal"
+	ProblemNoPrincipal      = "https://idemkit.dev/problems/no-principal"
+	ProblemRequestTimeout   = "https://idemkit.dev/problems/request-timeout"
+	ProblemTooBusy          = "https://idemkit.dev/problems/too-busy"
 )
 
 // ProblemContentType is the media type of the middleware's own error
@@ -44,6 +47,9 @@ var problemTitles = map[string]string{
 	ProblemResponseTooLarge: "Response is too large to record",
 	ProblemBadRequest:       "Request body could not be read",
 	ProblemInternal:         "Internal error",
+	ProblemNoPrincipal:      "The request has no principal to scope its key by",
+	ProblemRequestTimeout:   "Request was not received in time",
+	ProblemTooBusy:          "Too many requests in progress",
 }
 
 // writeProblem sends a problem+json answer. retryAfter, when positive, is

@@ -4,18 +4,44 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"hash"
 	"net/http"
 	"slices"
 	"strings"
 )
 
-// AnonymousScope is the scope DefaultScope gives a request that carries no
-// credentials. All anonymous requests share it.
+// ErrNoPrincipal is the error a scope function returns when the request
+// has no principal to scope its key by. The middleware then refuses the
+// request with 500 no-principal, unless the route lets anonymous callers
+// share AnonymousScope (Config.Anonymous, RouteOptions.Anonymous). A
+// Config.Scope may return it (or wrap it) too.
+var ErrNoPrincipal = errors.New("idemhttp: the request has no principal to scope its key by")
+
+// AnonymousScope is the scope that requests without a principal share on a
+// middleware or route that allows anonymous callers (Config.Anonymous,
+// RouteOptions.Anonymous). No principal should be named "anonymous": it
+// would share its records with those callers.
 const AnonymousScope = "anonymous"
 
-// DefaultScope is the default Config.Scope. It derives the scope from
-// everything in the request that commonly identifies the caller:
+// DefaultScope is the default Config.Scope: the principal that
+// authentication stored in the request's context with WithPrincipal. A
+// request without one gets ErrNoPrincipal.
+//
+// The principal is the identity authentication established (a user, client
+// or tenant id), not the bytes of a credential: a refreshed token leaves it
+// unchanged, so a retry sent with the new token is still a replay, and
+// callers authenticated by any scheme are kept apart as long as their
+// principals differ.
+func DefaultScope(r *http.Request) (string, error) {
+	if p, ok := PrincipalFrom(r.Context()); ok {
+		return p, nil
+	}
+	return "", ErrNoPrincipal
+}
+
+// CredentialScope is a Config.Scope for gateways that cannot know the
+// principal. It hashes what commonly carries a caller's credentials:
 //
 //   - every Authorization header value;
 //   - every X-API-Key header value;
@@ -23,25 +49,24 @@ const AnonymousScope = "anonymous"
 //     does not count);
 //   - the SHA-256 of the TLS client certificate, if one was presented.
 //
-// The scope is "sha256:" and the hex SHA-256 of those values, or
-// AnonymousScope when there are none. Requests with different credentials
-// therefore never share records, and the server never needs to know how
-// the credentials are checked.
+// The scope is "sha256:" and the hex SHA-256 of those values. A request
+// with none of them gets ErrNoPrincipal.
 //
-// The price of that safety is that anything which changes one of these
-// values between two attempts (a refreshed access token, a tracking cookie
-// that is rewritten on every response) makes the retry a new request, which
-// runs again. Where an authentication middleware establishes a stable
-// principal (a user or tenant id), set Config.Scope to a function that
-// returns it; and where callers authenticate by any other means (another
-// header, a query parameter), Config.Scope must be set, since DefaultScope
-// would put them all in one scope.
+// Prefer DefaultScope with WithPrincipal wherever authentication runs in
+// the same process; CredentialScope has three costs:
 //
-// The scope is stored with each record. It is an unsalted hash: fine for
-// high-entropy tokens and session ids, but a guessable credential (HTTP
-// Basic passwords, short API keys) could be recovered from the records
-// table by trying candidates. Such deployments should set Config.Scope.
-func DefaultScope(r *http.Request) (string, error) {
+//   - Anything that changes one of these values between two attempts (a
+//     refreshed access token, a cookie rewritten on every response) makes
+//     the retry a new request, which runs again.
+//   - Credentials it does not look at (another header, a query parameter)
+//     do not separate callers: two callers who authenticate with, say,
+//     X-Auth-Token and send the same cookie share one scope. Use it only
+//     where the values above are what authenticates the caller.
+//   - The scope is stored with each record and is an unsalted hash: fine
+//     for high-entropy tokens and session ids, but a guessable credential
+//     (an HTTP Basic password, a short API key) could be recovered from
+//     the records by trying candidates.
+func CredentialScope(r *http.Request) (string, error) {
 	h := sha256.New()
 	n := 0
 	for _, v := range r.Header.Values("Authorization") {
@@ -71,7 +96,7 @@ func DefaultScope(r *http.Request) (string, error) {
 		n++
 	}
 	if n == 0 {
-		return AnonymousScope, nil
+		return "", ErrNoPrincipal
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }

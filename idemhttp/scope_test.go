@@ -6,15 +6,18 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/idemkit/idem/idemhttp"
 )
 
-// K2: the same key sent with two credentials names two independent
-// requests: each runs once, each is replayed only to its own principal, and
-// a different body under the other credential is not a mismatch.
-func TestCrossPrincipal(t *testing.T) {
+// K2 with CredentialScope: the same key sent with two credentials names two
+// independent requests: each runs once, each is replayed only to its own
+// caller, and a different body under the other credential is not a
+// mismatch. (The requests carry no principal: CredentialScope does not
+// read it.)
+func TestCrossCredential(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name         string
@@ -32,14 +35,14 @@ func TestCrossPrincipal(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := setup(t)
+			e := setup(t, withConfig(idemhttp.Config{Scope: idemhttp.CredentialScope, Anonymous: true}))
 			h := &effectHandler{}
 			handler := e.mw.Handler(h)
 
-			alice1 := serve(handler, "POST", "/transfers", tc.aliceBody, withKey("shared"), tc.aliceCred)
-			bob1 := serve(handler, "POST", "/transfers", tc.bobBody, withKey("shared"), tc.bobCred)
-			alice2 := serve(handler, "POST", "/transfers", tc.aliceBody, withKey("shared"), tc.aliceCred)
-			bob2 := serve(handler, "POST", "/transfers", tc.bobBody, withKey("shared"), tc.bobCred)
+			alice1 := serve(handler, "POST", "/transfers", tc.aliceBody, withKey("shared"), tc.aliceCred, asPrincipal(""))
+			bob1 := serve(handler, "POST", "/transfers", tc.bobBody, withKey("shared"), tc.bobCred, asPrincipal(""))
+			alice2 := serve(handler, "POST", "/transfers", tc.aliceBody, withKey("shared"), tc.aliceCred, asPrincipal(""))
+			bob2 := serve(handler, "POST", "/transfers", tc.bobBody, withKey("shared"), tc.bobCred, asPrincipal(""))
 
 			if got, want := h.runs.Load(), int64(2); got != want {
 				t.Errorf("handler runs: got %d, want %d (one per principal)", got, want)
@@ -63,26 +66,80 @@ func TestCrossPrincipal(t *testing.T) {
 	}
 }
 
+// DefaultScope is the principal WithPrincipal stored, whatever the
+// credentials; without one it is ErrNoPrincipal, never a shared scope.
 func TestDefaultScope(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		principal string
+		opts      []reqOpt
+		want      string
+	}{
+		{"Principal", "user:42", nil, "user:42"},
+		{"PrincipalWithCredentials", "user:42", []reqOpt{header("Authorization", "Bearer a"), header("Cookie", "s=1")}, "user:42"},
+		{"NoPrincipal", "", nil, ""},
+		{"NoPrincipalWithCredentials", "", []reqOpt{header("Authorization", "Bearer a"), header("X-Api-Key", "k")}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := httptest.NewRequest("POST", "/", nil)
+			if tc.principal != "" {
+				r = r.WithContext(idemhttp.WithPrincipal(r.Context(), tc.principal))
+			}
+			for _, o := range tc.opts {
+				o(r)
+			}
+			got, err := idemhttp.DefaultScope(r)
+			if tc.want == "" {
+				if !errors.Is(err, idemhttp.ErrNoPrincipal) {
+					t.Errorf("DefaultScope: got %q, %v; want ErrNoPrincipal", got, err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("DefaultScope: got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+	r := httptest.NewRequest("POST", "/", nil)
+	r = r.WithContext(idemhttp.WithPrincipal(r.Context(), ""))
+	if p, ok := idemhttp.PrincipalFrom(r.Context()); ok {
+		t.Errorf("PrincipalFrom after WithPrincipal(\"\"): got %q, true; want none", p)
+	}
+}
+
+func TestCredentialScope(t *testing.T) {
 	t.Parallel()
 	scope := func(opts ...reqOpt) string {
 		r := httptest.NewRequest("POST", "/", nil)
 		for _, o := range opts {
 			o(r)
 		}
-		s, err := idemhttp.DefaultScope(r)
+		s, err := idemhttp.CredentialScope(r)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
-	if got, want := scope(), idemhttp.AnonymousScope; got != want {
-		t.Errorf("anonymous: got %q, want %q", got, want)
-	}
-	if got, want := scope(header("Accept", "x")), idemhttp.AnonymousScope; got != want {
-		t.Errorf("no credentials: got %q, want %q", got, want)
+	for name, opts := range map[string][]reqOpt{
+		"None":          nil,
+		"NoCredential":  {header("Accept", "x")},
+		"UnknownHeader": {header("X-Auth-Token", "tenantA")},
+		"EmptyCookie":   {header("Cookie", " ; ")},
+	} {
+		r := httptest.NewRequest("POST", "/", nil)
+		for _, o := range opts {
+			o(r)
+		}
+		if s, err := idemhttp.CredentialScope(r); !errors.Is(err, idemhttp.ErrNoPrincipal) {
+			t.Errorf("%s: got %q, %v; want ErrNoPrincipal", name, s, err)
+		}
 	}
 	a := scope(header("Authorization", "Bearer a"))
+	if !strings.HasPrefix(a, "sha256:") {
+		t.Errorf("scope: got %q, want sha256:<hex>", a)
+	}
 	if got, want := scope(header("Authorization", "Bearer a")), a; got != want {
 		t.Errorf("same credentials: got %q, want %q", got, want)
 	}

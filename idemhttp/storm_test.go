@@ -55,7 +55,7 @@ func testStorm(t *testing.T, target stormTarget) {
 		w.WriteHeader(http.StatusCreated)
 		io.WriteString(w, `{"transfer":"t-1","amount":10}`)
 	}))
-	srv := httptest.NewServer(handler)
+	srv := httptest.NewServer(bearerAuth(handler))
 	defer srv.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()

@@ -24,6 +24,7 @@ func Example() {
 
 	for range 3 {
 		r := httptest.NewRequest("POST", "/orders", nil)
+		r = r.WithContext(idemhttp.WithPrincipal(r.Context(), "user:42")) // done by your authentication
 		r.Header.Set("Idempotency-Key", "order-1")
 		h.ServeHTTP(httptest.NewRecorder(), r)
 	}

@@ -36,6 +36,7 @@ func setup(t *testing.T) (*prometheus.Registry, http.Handler) {
 
 func post(h http.Handler, key, body string) {
 	r := httptest.NewRequest("POST", "/x", strings.NewReader(body))
+	r = r.WithContext(idemhttp.WithPrincipal(r.Context(), "user:42"))
 	if key != "" {
 		r.Header.Set("Idempotency-Key", key)
 	}
@@ -63,10 +64,13 @@ idem_http_requests_total{outcome="in_flight"} 0
 idem_http_requests_total{outcome="invalid_key"} 0
 idem_http_requests_total{outcome="mismatch"} 1
 idem_http_requests_total{outcome="missing_key"} 1
+idem_http_requests_total{outcome="no_principal"} 0
 idem_http_requests_total{outcome="panic"} 0
 idem_http_requests_total{outcome="replayed"} 2
+idem_http_requests_total{outcome="request_timeout"} 0
 idem_http_requests_total{outcome="response_too_large"} 0
 idem_http_requests_total{outcome="rolled_back"} 0
+idem_http_requests_total{outcome="too_busy"} 0
 idem_http_requests_total{outcome="too_large"} 0
 idem_http_requests_total{outcome="unavailable"} 0
 idem_http_requests_total{outcome="unprotected"} 0

@@ -1,0 +1,94 @@
+package idemhttp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+)
+
+var (
+	errRequestTooLarge = errors.New("idemhttp: request body is too large")
+	errUnreadableBody  = errors.New("idemhttp: request body could not be read")
+)
+
+// readBody reads the whole request body, refusing one over limit without
+// reading more than limit+1 bytes (or any, if Content-Length says so).
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, errRequestTooLarge
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return nil, errRequestTooLarge
+		}
+		return nil, fmt.Errorf("%w: %w", errUnreadableBody, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, errRequestTooLarge
+	}
+	return b, nil
+}
+
+// endedOutcome tells why a request whose body could not be read, or whose
+// context ended before the store was asked, cannot go on: the time to
+// receive it ran out (a read deadline such as http.Server.ReadTimeout, or
+// the request context's deadline), or the client left (the context was
+// cancelled). It returns false when the request did not end: the body was
+// unreadable for another reason.
+func endedOutcome(r *http.Request, readErr error) (Outcome, bool) {
+	if readErr != nil {
+		if errors.Is(readErr, os.ErrDeadlineExceeded) || errors.Is(readErr, context.DeadlineExceeded) {
+			return OutcomeRequestTimeout, true
+		}
+		if ne, ok := errors.AsType[net.Error](readErr); ok && ne.Timeout() {
+			return OutcomeRequestTimeout, true
+		}
+	}
+	switch err := r.Context().Err(); {
+	case errors.Is(err, context.DeadlineExceeded):
+		return OutcomeRequestTimeout, true
+	case err != nil:
+		return OutcomeCanceled, true
+	}
+	return "", false
+}
+
+// Bounds of discardRest.
+const (
+	discardMaxBytes = 64 << 20
+	discardMaxTime  = 5 * time.Second
+)
+
+// discardRest reads and drops what is left of a refused request's body, up
+// to discardMaxBytes or discardMaxTime, after the answer has been sent. A
+// client that writes its whole body before reading (many do) then reads the
+// 413 instead of a connection reset, which it would see if the server closed
+// the connection with unread data in flight.
+func discardRest(w http.ResponseWriter, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	_ = rc.SetReadDeadline(time.Now().Add(discardMaxTime))
+	_, _ = io.CopyN(io.Discard, r.Body, discardMaxBytes)
+}
+
+// withBody returns r with its body replaced by the buffered one.
+func withBody(r *http.Request, body []byte) *http.Request {
+	r2 := *r
+	r2.Body = io.NopCloser(bytes.NewReader(body))
+	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r2.ContentLength = int64(len(body))
+	return &r2
+}

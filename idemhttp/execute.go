@@ -1,0 +1,155 @@
+package idemhttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+
+	"github.com/idemkit/idem"
+)
+
+// serverError is the work's error when the handler answered 5xx: the
+// transaction rolls back and the buffered response is sent unrecorded.
+type serverError struct{ rec *recorder }
+
+func (e *serverError) Error() string {
+	return fmt.Sprintf("idemhttp: handler answered %d", e.rec.finalStatus())
+}
+
+// statusClientClosed is the non-standard 499 that some handlers write when
+// the client has gone away.
+const statusClientClosed = 499
+
+// execute runs the request through the guard: a replay, a refusal, or the
+// handler inside the store's transaction.
+func (c *call) execute() (res idem.Result, replayed bool, err error) {
+	finished := false
+	defer func() {
+		if !finished {
+			// The handler panicked (or called runtime.Goexit). Guard.Do
+			// has rolled the transaction back; the panic goes on to
+			// net/http's recovery or the user's recoverer.
+			c.done(OutcomePanic, 0, nil)
+		}
+	}()
+	res, replayed, err = c.m.guard.Do(c.r.Context(), c.req, c.work)
+	finished = true
+	return res, replayed, err
+}
+
+// work runs the handler in the transaction that ctx carries, with a
+// recorder for its response, and decides whether the response is final.
+func (c *call) work(ctx context.Context) (idem.Result, error) {
+	c.workRan = true
+	c.rec = newRecorder(c.w, c.m.cfg.MaxResponseBody)
+	c.h.next.ServeHTTP(c.rec, withBody(c.r.WithContext(ctx), c.body))
+	if c.rec.tooLarge {
+		return idem.Result{}, errResponseTooLarge
+	}
+	status := c.rec.finalStatus()
+	if status >= 500 || (ctx.Err() != nil && (status == http.StatusRequestTimeout || status == statusClientClosed)) {
+		// A 5xx is not final. Neither is a 408 or 499 written because
+		// the request's context ended: it speaks of this attempt, not of
+		// the request, and must not be replayed to the retry.
+		return idem.Result{}, &serverError{c.rec}
+	}
+	return idem.Result{Status: status, Header: c.m.recordedHeader(c.rec.header), Body: c.rec.body}, nil
+}
+
+// answer sends what the guard decided.
+func (c *call) answer(res idem.Result, replayed bool, err error) {
+	switch {
+	case err == nil && replayed:
+		hdr := c.w.Header()
+		for k, v := range res.Header {
+			hdr[k] = slices.Clone(v)
+		}
+		hdr.Set(ReplayedHeader, "true")
+		writeResponse(c.w, res.Status, res.Body)
+		c.done(OutcomeReplayed, res.Status, nil)
+	case err == nil:
+		// The client of the first execution gets all the handler's
+		// headers; a replay gets the recorded subset.
+		c.sendRecorded(c.rec)
+		c.done(OutcomeExecuted, res.Status, nil)
+	default:
+		c.answerError(err)
+	}
+}
+
+// answerError answers a request that the guard did not complete.
+func (c *call) answerError(err error) {
+	w, cfg := c.w, &c.m.cfg
+	var serr *serverError
+	var ife *idem.InFlightError
+	switch {
+	case errors.As(err, &serr):
+		c.sendRecorded(serr.rec)
+		c.done(OutcomeRolledBack, serr.rec.finalStatus(), nil)
+	case errors.Is(err, errResponseTooLarge):
+		writeProblem(w, ProblemResponseTooLarge, http.StatusInternalServerError, "", 0)
+		c.done(OutcomeResponseTooLarge, http.StatusInternalServerError,
+			fmt.Errorf("%w: the handler wrote more than Config.MaxResponseBody (%d bytes); its effect was rolled back",
+				errResponseTooLarge, cfg.MaxResponseBody))
+	case errors.As(err, &ife):
+		writeProblem(w, ProblemInFlight, http.StatusConflict,
+			"Another request with this key is being processed. Retry after it completes.", ife.RetryAfter)
+		c.done(OutcomeInFlight, http.StatusConflict, nil)
+	case errors.Is(err, idem.ErrMismatch):
+		writeProblem(w, ProblemMismatch, http.StatusUnprocessableEntity,
+			"This key was already used with a different request. Use a new key for a new request.", 0)
+		c.done(OutcomeMismatch, http.StatusUnprocessableEntity, nil)
+	case errors.Is(err, idem.ErrInvalidKey):
+		writeProblem(w, ProblemInvalidKey, http.StatusBadRequest, keyErrorDetail(cfg.Header, err), 0)
+		c.done(OutcomeInvalidKey, http.StatusBadRequest, err)
+	case errors.Is(err, idem.ErrUnavailable):
+		c.answerUnavailable(err)
+	default:
+		writeProblem(w, ProblemInternal, http.StatusInternalServerError, "", 0)
+		c.done(OutcomeError, http.StatusInternalServerError, err)
+	}
+}
+
+// answerUnavailable answers a store failure: fail closed with 503, or run
+// the handler unprotected on a FailOpen route if it has not run yet.
+func (c *call) answerUnavailable(err error) {
+	if !c.workRan && c.h.opts.FailOpen {
+		c.h.next.ServeHTTP(c.w, withBody(c.r, c.body))
+		c.done(OutcomeFailOpen, 0, err)
+		return
+	}
+	writeProblem(c.w, ProblemUnavailable, http.StatusServiceUnavailable,
+		"The request was not processed. Retry later with the same key.", c.m.cfg.UnavailableRetryAfter)
+	if errors.Is(err, context.Canceled) && errors.Is(c.r.Context().Err(), context.Canceled) {
+		// The store failed because the client left (a deadline that ran
+		// out is the server's own limit, and stays "unavailable"); the
+		// answer is for the log and metrics, as nobody reads it.
+		c.done(OutcomeCanceled, http.StatusServiceUnavailable, err)
+		return
+	}
+	c.done(OutcomeUnavailable, http.StatusServiceUnavailable, err)
+}
+
+// sendRecorded sends the handler's buffered response with all its headers.
+func (c *call) sendRecorded(rec *recorder) {
+	clear(c.w.Header())
+	maps.Copy(c.w.Header(), rec.header)
+	writeResponse(c.w, rec.finalStatus(), rec.body)
+}
+
+// recordedHeader returns the configured subset of h.
+func (m *Middleware) recordedHeader(h http.Header) map[string][]string {
+	var out map[string][]string
+	for _, name := range m.cfg.RecordHeaders {
+		if v := h[name]; len(v) > 0 {
+			if out == nil {
+				out = make(map[string][]string)
+			}
+			out[name] = slices.Clone(v)
+		}
+	}
+	return out
+}
