@@ -13,12 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
-)
 
-// Header names the client sends and reads.
-const (
-	HeaderIdempotencyKey = "Idempotency-Key"
-	HeaderReplayed       = "Idempotent-Replayed"
+	"github.com/idemkit/idem/idemhttp"
 )
 
 // errTooLarge fails a call whose response body is over
@@ -225,7 +221,7 @@ func (c *Client) attempt(ctx context.Context, in *Intent, timeout time.Duration)
 		Status:   resp.StatusCode,
 		Header:   resp.Header,
 		Body:     body,
-		Replayed: strings.EqualFold(strings.TrimSpace(resp.Header.Get(HeaderReplayed)), "true"),
+		Replayed: strings.EqualFold(strings.TrimSpace(resp.Header.Get(idemhttp.ReplayedHeader)), "true"),
 	}, nil
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemclient"
+	"github.com/idemkit/idem/idemhttp"
 )
 
 func writeProblem(w http.ResponseWriter, status int, typ, title, detail string) {
@@ -47,7 +48,7 @@ func TestDoNoRetryOnClientError(t *testing.T) {
 			if errors.Is(err, idemclient.ErrExhausted) {
 				t.Errorf("got %v, want it not to match ErrExhausted", err)
 			}
-			want := idemclient.Problem{Type: "https://example.test/p", Title: "Nope", Status: status, Detail: "the detail"}
+			want := idemhttp.Problem{Type: "https://example.test/p", Title: "Nope", Status: status, Detail: "the detail"}
 			if got := pe.Problem; got != want {
 				t.Errorf("problem: got %+v, want %+v", got, want)
 			}

@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"time"
+
+	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/internal/httpsyntax"
 )
 
 // Config configures a Client. The zero value, and a nil *Config, mean
@@ -152,8 +154,8 @@ func (c *Config) withDefaults() (Config, error) {
 		}
 	}
 	if out.Header == "" {
-		out.Header = HeaderIdempotencyKey
-	} else if !validHeaderName(out.Header) {
+		out.Header = idemhttp.DefaultHeader
+	} else if !httpsyntax.IsToken(out.Header) {
 		return out, fmt.Errorf("idemclient: Config.Header %q is not a valid header name", out.Header)
 	}
 	if out.HTTPClient == nil {
@@ -212,19 +214,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// validHeaderName reports whether name is an HTTP field name (RFC 9110
-// token).
-func validHeaderName(name string) bool {
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return name != ""
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/idemkit/idem/idemhttp"
 )
 
 // Sentinel errors callers branch on with errors.Is.
@@ -32,16 +34,6 @@ var (
 	ErrNotFound = errors.New("idemclient: intent not in journal")
 )
 
-// Problem is an RFC 9457 problem details object, decoded from an
-// application/problem+json response body.
-type Problem struct {
-	Type     string `json:"type,omitempty"`
-	Title    string `json:"title,omitempty"`
-	Status   int    `json:"status,omitempty"`
-	Detail   string `json:"detail,omitempty"`
-	Instance string `json:"instance,omitempty"`
-}
-
 // ProblemError is an HTTP answer with status 400 or above. It is returned
 // alone for a final answer (matching ErrRejected for a 4xx) and wrapped in an
 // *ExhaustedError when it was the last of a series of retried answers.
@@ -53,9 +45,9 @@ type ProblemError struct {
 	// Status is the response's HTTP status code.
 	Status int
 
-	// Problem holds the decoded problem details when the response was
-	// application/problem+json; otherwise it is zero.
-	Problem Problem
+	// Problem holds the decoded RFC 9457 problem details when the response
+	// was application/problem+json; otherwise it is zero.
+	Problem idemhttp.Problem
 
 	// Header and Body are the response's header and body.
 	Header http.Header
