@@ -52,6 +52,12 @@ var (
 	// ErrNotFound is returned by Journal.MarkResolved for a key the
 	// journal does not hold.
 	ErrNotFound = errors.New("idemclient: intent not in journal")
+
+	// ErrUnreadableIntent matches the error a Journal returns for an entry
+	// it holds but cannot read (a corrupt or unreadable file, say). Pending
+	// returns it beside the intents it could read, naming each bad entry;
+	// the entry is kept, for the application to repair or remove.
+	ErrUnreadableIntent = errors.New("idemclient: journal entry unreadable")
 )
 
 // ProblemError is an HTTP answer that Do does not return as a success: a

@@ -18,7 +18,10 @@ type ResumeResult struct {
 // the server already applied is answered from its record (Replayed), one it
 // never received runs now. It returns one ResumeResult per intent it tried. It
 // stops early, returning ctx's error, when ctx is done; an intent whose Do
-// fails stays pending and does not stop the others.
+// fails stays pending and does not stop the others. When the journal could
+// not read some of its entries, Resume still carries out the intents it
+// could read and returns their results with the journal's error (matching
+// ErrUnreadableIntent).
 //
 // Call it when the application starts, and whenever it wants to retry what
 // an earlier Do left pending.
@@ -26,17 +29,17 @@ func (c *Client) Resume(ctx context.Context) ([]ResumeResult, error) {
 	if c.cfg.Journal == nil {
 		return nil, errors.New("idemclient: Resume: Config.Journal is not set")
 	}
-	pending, err := c.cfg.Journal.Pending(ctx)
-	if err != nil {
-		return nil, err
+	pending, perr := c.cfg.Journal.Pending(ctx)
+	if perr != nil && len(pending) == 0 {
+		return nil, perr
 	}
 	out := make([]ResumeResult, 0, len(pending))
 	for _, in := range pending {
 		if err := ctx.Err(); err != nil {
-			return out, err
+			return out, errors.Join(err, perr)
 		}
 		res, err := c.Do(ctx, in)
 		out = append(out, ResumeResult{Intent: in, Response: res, Err: err})
 	}
-	return out, nil
+	return out, perr
 }
