@@ -40,13 +40,13 @@ func TestDoRetriesRequestTimeoutAndTooEarly(t *testing.T) {
 	}
 }
 
-// TestDoAccessDeniedStaysPending checks that 401 and 403 are returned as
+// TestDoAccessDeniedStaysPending checks that 401, 403 and 407 are returned as
 // errors matching ErrAccessDenied, not ErrRejected, and leave the intent
 // pending: once the credentials are fixed, Resume sends the same key and
 // the intent runs.
 func TestDoAccessDeniedStaysPending(t *testing.T) {
 	t.Parallel()
-	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusProxyAuthRequired} {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
 			t.Parallel()
 			j := openJournal(t)
