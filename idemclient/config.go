@@ -30,11 +30,12 @@ type Config struct {
 	// unless keys come from elsewhere. Defaults to RandomKey.
 	NewKey func() string
 
-	// QuoteKey sends every key as an RFC 8941 sf-string ("abc"), the form
-	// the IETF idempotency-key draft specifies, for servers that parse the
-	// header strictly. Idem servers accept both forms. Defaults to false:
-	// a key that is a bare token (as RandomKey's and UUIDv7Key's are) is
-	// sent bare, any other key quoted.
+	// QuoteKey sends every key as an RFC 8941 sf-string ("abc",
+	// idem.QuoteKey), the form the IETF idempotency-key draft specifies,
+	// for servers that parse the header strictly. Idem servers accept both
+	// forms. Defaults to false: the key is written by idem.FormatKey, bare
+	// when idem.ParseKey reads it back unchanged (as RandomKey's and
+	// UUIDv7Key's keys always are), quoted otherwise.
 	QuoteKey bool
 
 	// Header is the name of the header that carries the key, for servers

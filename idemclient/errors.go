@@ -146,7 +146,11 @@ type ExhaustedError struct {
 }
 
 func (e *ExhaustedError) Error() string {
-	return fmt.Sprintf("idemclient: retries exhausted after %d attempts, the intent stays pending; last attempt: %v", e.Attempts, e.Last)
+	var pe *ProblemError
+	if errors.As(e.Last, &pe) { // its text says that the intent stays pending
+		return fmt.Sprintf("idemclient: retries exhausted after %d attempts; last attempt: %v", e.Attempts, e.Last)
+	}
+	return fmt.Sprintf("idemclient: retries exhausted after %d attempts; the intent stays pending; last attempt: %v", e.Attempts, e.Last)
 }
 
 // Is reports whether target is ErrExhausted.

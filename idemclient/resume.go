@@ -36,7 +36,10 @@ func (c *Client) Resume(ctx context.Context) ([]ResumeResult, error) {
 	out := make([]ResumeResult, 0, len(pending))
 	for _, in := range pending {
 		if err := ctx.Err(); err != nil {
-			return out, errors.Join(err, perr)
+			if perr != nil {
+				err = errors.Join(err, perr)
+			}
+			return out, err
 		}
 		res, err := c.Do(ctx, in)
 		out = append(out, ResumeResult{Intent: in, Response: res, Err: err})
