@@ -45,21 +45,7 @@ func ParseKey(field string) (string, error) {
 		return "", fmt.Errorf("%w: empty", ErrInvalidKey)
 	}
 	if v[0] != '"' {
-		switch v[0] {
-		case '?', ':', '@', '(':
-			return "", fmt.Errorf("%w: %q starts another structured-field type; quote the key", ErrInvalidKey, v[0])
-		}
-		for i := 0; i < len(v); i++ {
-			switch c := v[i]; {
-			case c == ',':
-				return "", fmt.Errorf("%w: a list is not a key", ErrInvalidKey)
-			case c == ';':
-				return "", fmt.Errorf("%w: parameters are not allowed", ErrInvalidKey)
-			case c == '"' || c == '\\':
-				return "", fmt.Errorf("%w: %q is not allowed in a bare key; quote the key", ErrInvalidKey, c)
-			}
-		}
-		if err := ValidateKey(v); err != nil {
+		if err := checkBareKey(v); err != nil {
 			return "", err
 		}
 		return v, nil
@@ -102,4 +88,58 @@ func ParseKey(field string) (string, error) {
 		return "", err
 	}
 	return key, nil
+}
+
+// FormatKey returns the Idempotency-Key field value that carries key: the
+// key itself when ParseKey reads it back unchanged as a bare token, and
+// QuoteKey(key) otherwise (a key holding DQUOTE, comma, semicolon or
+// backslash, or starting with ?, :, @ or (). For every key that passes
+// ValidateKey, ParseKey(FormatKey(key)) returns key. Clients and servers
+// that use FormatKey and ParseKey therefore share one rule for when a key
+// must be quoted. FormatKey does not validate key: a key that fails
+// ValidateKey yields a value that ParseKey rejects.
+func FormatKey(key string) string {
+	if key != "" && checkBareKey(key) == nil {
+		return key
+	}
+	return QuoteKey(key)
+}
+
+// QuoteKey returns key as an RFC 8941 sf-string: between double quotes,
+// with DQUOTE and backslash escaped by a backslash. It is the form the IETF
+// idempotency-key draft specifies; ParseKey reads it back to key.
+func QuoteKey(key string) string {
+	var b strings.Builder
+	b.Grow(len(key) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c == '"' || c == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(key[i])
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// checkBareKey is the rule for a bare key, shared by ParseKey and
+// FormatKey: a valid key that neither starts with a character that opens
+// another RFC 8941 item type nor holds one that carries structure in a
+// field value. v is not empty.
+func checkBareKey(v string) error {
+	switch v[0] {
+	case '?', ':', '@', '(':
+		return fmt.Errorf("%w: %q starts another structured-field type; quote the key", ErrInvalidKey, v[0])
+	}
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == ',':
+			return fmt.Errorf("%w: a list is not a key", ErrInvalidKey)
+		case c == ';':
+			return fmt.Errorf("%w: parameters are not allowed", ErrInvalidKey)
+		case c == '"' || c == '\\':
+			return fmt.Errorf("%w: %q is not allowed in a bare key; quote the key", ErrInvalidKey, c)
+		}
+	}
+	return ValidateKey(v)
 }

@@ -13,12 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
-)
 
-// Header names the client sends and reads.
-const (
-	HeaderIdempotencyKey = "Idempotency-Key"
-	HeaderReplayed       = "Idempotent-Replayed"
+	"github.com/idemkit/idem/idemhttp"
 )
 
 // errTooLarge fails a call whose response body is over
@@ -31,8 +27,10 @@ var errTooLarge = errors.New("idemclient: response body exceeds Config.MaxRespon
 // is safe for concurrent use.
 type Client struct {
 	cfg    Config
+	http   *http.Client // a copy of cfg.HTTPClient with the redirect policy
 	policy Policy
 	retry  map[int]bool
+	final  map[int]bool
 	randMu sync.Mutex
 }
 
@@ -43,15 +41,23 @@ func New(cfg *Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	retry := make(map[int]bool, len(c.RetryStatuses))
-	for _, s := range c.RetryStatuses {
-		retry[s] = true
-	}
+	hc := *c.HTTPClient
+	hc.CheckRedirect = redirectPolicy(c.Header, c.HTTPClient.CheckRedirect)
 	return &Client{
 		cfg:    c,
+		http:   &hc,
 		policy: Policy{BaseDelay: c.BaseDelay, MaxDelay: c.MaxDelay},
-		retry:  retry,
+		retry:  statusSet(c.RetryStatuses),
+		final:  statusSet(c.FinalStatuses),
 	}, nil
+}
+
+func statusSet(statuses []int) map[int]bool {
+	m := make(map[int]bool, len(statuses))
+	for _, s := range statuses {
+		m[s] = true
+	}
+	return m
 }
 
 // NewIntent makes a new intent with a fresh key from Config.NewKey. Call it
@@ -73,7 +79,9 @@ func (c *Client) NewIntent(method, url string, body []byte) (*Intent, error) {
 	return in, nil
 }
 
-// Response is the final answer to an intent with a status below 400.
+// Response is a final answer that settled an intent: a 2xx, a 303 to a
+// write (the server processed it and points at the result in Location; Do
+// does not fetch it), or any 3xx the server marks Idempotent-Replayed.
 type Response struct {
 	// Status is the HTTP status code.
 	Status int
@@ -93,27 +101,36 @@ type Response struct {
 
 // Do carries out in until it has a final answer and returns it. Every
 // attempt sends in's method, URL, headers and body with in.Key as the
-// Idempotency-Key header.
+// Idempotency-Key header (see idem.FormatKey).
 //
 // When Config.Journal is set, in is saved to it before the first attempt
 // (nothing is sent if that fails) and marked resolved once it has a final
-// answer.
+// answer. Do resolves the intent exactly when it returns a nil error or an
+// error matching ErrRejected; after any other error the intent stays
+// pending, and sending the same intent again (or Resume) is the safe way
+// on.
 //
 // Network errors, attempts over Config.AttemptTimeout and the statuses in
 // Config.RetryStatuses are retried after Policy.Delay (honouring
-// Retry-After), within Config.MaxAttempts and Config.MaxElapsed. A retried
-// status that the server marks as replayed is a recorded answer and final.
-// The outcomes:
+// Retry-After), within Config.MaxAttempts and Config.MaxElapsed. What each
+// answer means (docs/CLIENT.md has the full table):
 //
-//   - status below 400: a *Response and nil; the intent is resolved.
-//   - a final 4xx (400, 422, ...): a *ProblemError matching ErrRejected; the
-//     intent is resolved, since the server answered.
-//   - a 5xx not retried (500, 501, ...): a *ProblemError; the intent stays
-//     pending (its outcome is not known).
+//   - 2xx, or 303 (a write the server processed): a *Response; resolved.
+//   - 307, 308: followed by the attempt with the same method, body and key,
+//     at most MaxRedirects times, never from https to http. Do never lets
+//     a redirect resend an intent with another method or without its body.
+//   - any other 3xx (301 and 302 to a write, say): a *ProblemError matching
+//     ErrRedirected; pending.
+//   - a 4xx marked Idempotent-Replayed (an answer the server recorded), or
+//     one in Config.FinalStatuses (400, 404, 405, 413, 422): a
+//     *ProblemError matching ErrRejected; resolved.
+//   - 401, 403, 407: a *ProblemError matching ErrAccessDenied; pending, so
+//     that the same key can be sent again once the credentials are fixed.
+//   - any other 4xx or 5xx not retried: a *ProblemError; pending.
 //   - budget exhausted: an *ExhaustedError matching ErrExhausted, wrapping
-//     the last attempt's error (a *ProblemError for a last 503, say); the
-//     intent stays pending.
-//   - ctx done: its error; the intent stays pending.
+//     the last attempt's error (a *ProblemError for a last 503, say);
+//     pending.
+//   - ctx done: its error; pending.
 //   - in older than Config.MaxIntentAge: ErrIntentExpired, nothing sent.
 func (c *Client) Do(ctx context.Context, in *Intent) (*Response, error) {
 	if err := in.validate(); err != nil {
@@ -147,20 +164,19 @@ func (c *Client) Do(ctx context.Context, in *Intent) (*Response, error) {
 			return nil, err
 		case err != nil:
 			last = fmt.Errorf("idemclient: %s %s: attempt %d: %w", in.Method, in.URL, n, err)
-		case res.Status < 400:
-			res.Attempts = n
-			c.resolve(ctx, in, res.Status)
-			return res, nil
 		default:
-			pe := c.problem(in, res, n)
-			switch {
-			case res.Status < 500 && (res.Replayed || !c.retry[res.Status]):
+			switch c.judge(res) {
+			case settled:
+				res.Attempts = n
 				c.resolve(ctx, in, res.Status)
-				return nil, pe
-			case !c.retry[res.Status]:
-				return nil, pe
+				return res, nil
+			case rejected:
+				c.resolve(ctx, in, res.Status)
+				return nil, c.problem(in, res, n, true)
+			case unsettled:
+				return nil, c.problem(in, res, n, false)
 			}
-			last = pe
+			last = c.problem(in, res, n, false)
 			hint = parseRetryAfter(res.Header.Get("Retry-After"), c.cfg.Now())
 		}
 		if n >= c.cfg.MaxAttempts {
@@ -173,6 +189,42 @@ func (c *Client) Do(ctx context.Context, in *Intent) (*Response, error) {
 		if err := c.cfg.Sleep(ctx, d); err != nil {
 			return nil, fmt.Errorf("idemclient: %s %s: intent %s left pending: %w", in.Method, in.URL, in.Key, err)
 		}
+	}
+}
+
+// verdict is what an answer means for its intent.
+type verdict int
+
+const (
+	settled   verdict = iota // final, returned as a *Response; resolves the intent
+	rejected                 // final, returned as a *ProblemError; resolves the intent
+	retry                    // tried again with the same key
+	unsettled                // returned as a *ProblemError; the intent stays pending
+)
+
+// judge applies the status table of Do to one answer. Only answers that
+// settle the intent resolve it: a 2xx; a 303 (the server processed the
+// write); an answer the server marks as a replay of what it recorded; and a
+// 4xx in Config.FinalStatuses. Anything else may come from a layer that
+// ran nothing (a proxy, an authentication check, a server about to time
+// out), so the intent stays pending and only the same key can settle it.
+func (c *Client) judge(res *Response) verdict {
+	s := res.Status
+	switch {
+	case s >= 200 && s < 300, s == http.StatusSeeOther:
+		return settled
+	case s >= 300 && s < 400 && res.Replayed:
+		return settled
+	case s < 400:
+		return unsettled
+	case s < 500 && res.Replayed:
+		return rejected
+	case c.retry[s]:
+		return retry
+	case c.final[s]:
+		return rejected
+	default:
+		return unsettled
 	}
 }
 
@@ -209,7 +261,7 @@ func (c *Client) attempt(ctx context.Context, in *Intent, timeout time.Duration)
 		req.Header[k] = slices.Clone(vs)
 	}
 	req.Header.Set(c.cfg.Header, headerValue(in.Key, c.cfg.QuoteKey))
-	resp, err := c.cfg.HTTPClient.Do(req)
+	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -225,11 +277,11 @@ func (c *Client) attempt(ctx context.Context, in *Intent, timeout time.Duration)
 		Status:   resp.StatusCode,
 		Header:   resp.Header,
 		Body:     body,
-		Replayed: strings.EqualFold(strings.TrimSpace(resp.Header.Get(HeaderReplayed)), "true"),
+		Replayed: strings.EqualFold(strings.TrimSpace(resp.Header.Get(idemhttp.ReplayedHeader)), "true"),
 	}, nil
 }
 
-func (c *Client) problem(in *Intent, res *Response, n int) *ProblemError {
+func (c *Client) problem(in *Intent, res *Response, n int, final bool) *ProblemError {
 	pe := &ProblemError{
 		Method:   in.Method,
 		URL:      in.URL,
@@ -237,9 +289,10 @@ func (c *Client) problem(in *Intent, res *Response, n int) *ProblemError {
 		Header:   res.Header,
 		Body:     res.Body,
 		Replayed: res.Replayed,
+		Final:    final,
 		Attempts: n,
 	}
-	if mt, _, err := mime.ParseMediaType(res.Header.Get("Content-Type")); err == nil && mt == "application/problem+json" {
+	if mt, _, err := mime.ParseMediaType(res.Header.Get("Content-Type")); err == nil && mt == idemhttp.ProblemContentType {
 		_ = json.Unmarshal(res.Body, &pe.Problem) // a malformed body leaves Problem zero; Body keeps it
 	}
 	return pe

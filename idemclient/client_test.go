@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemclient"
+	"github.com/idemkit/idem/idemhttp"
 )
 
 func writeProblem(w http.ResponseWriter, status int, typ, title, detail string) {
@@ -22,12 +23,12 @@ func writeProblem(w http.ResponseWriter, status int, typ, title, detail string) 
 	fmt.Fprintf(w, `{"type":%q,"title":%q,"status":%d,"detail":%q}`, typ, title, status, detail)
 }
 
-// TestDoNoRetryOnClientError checks rule C2: 400, 422 and other final 4xx
-// are sent once, never retried, and surface as a *ProblemError carrying the
-// decoded problem details.
+// TestDoNoRetryOnClientError checks rule C2: 400, 422 and the other 4xx
+// that can never succeed unchanged are sent once, never retried, and
+// surface as a final *ProblemError carrying the decoded problem details.
 func TestDoNoRetryOnClientError(t *testing.T) {
 	t.Parallel()
-	for _, status := range []int{400, 401, 403, 404, 413, 422} {
+	for _, status := range []int{400, 404, 405, 413, 422} {
 		t.Run(http.StatusText(status), func(t *testing.T) {
 			t.Parallel()
 			e := setup(t, func(n int, w http.ResponseWriter, r *http.Request) {
@@ -41,13 +42,13 @@ func TestDoNoRetryOnClientError(t *testing.T) {
 			if !errors.As(err, &pe) {
 				t.Fatalf("got error %v, want a *ProblemError", err)
 			}
-			if !errors.Is(err, idemclient.ErrRejected) {
-				t.Errorf("got %v, want it to match ErrRejected", err)
+			if !errors.Is(err, idemclient.ErrRejected) || !pe.Final {
+				t.Errorf("got %v (Final %v), want a final answer matching ErrRejected", err, pe.Final)
 			}
-			if errors.Is(err, idemclient.ErrExhausted) {
+			if errors.Is(err, idemclient.ErrExhausted) || errors.Is(err, idemclient.ErrAccessDenied) {
 				t.Errorf("got %v, want it not to match ErrExhausted", err)
 			}
-			want := idemclient.Problem{Type: "https://example.test/p", Title: "Nope", Status: status, Detail: "the detail"}
+			want := idemhttp.Problem{Type: "https://example.test/p", Title: "Nope", Status: status, Detail: "the detail"}
 			if got := pe.Problem; got != want {
 				t.Errorf("problem: got %+v, want %+v", got, want)
 			}
@@ -466,6 +467,10 @@ func TestNewConfigValidation(t *testing.T) {
 		{"Retry400", idemclient.Config{RetryStatuses: []int{400}}, "RetryStatuses"},
 		{"Retry200", idemclient.Config{RetryStatuses: []int{200}}, "RetryStatuses"},
 		{"Header", idemclient.Config{Header: "Bad Header:"}, "Header"},
+		{"Final500", idemclient.Config{FinalStatuses: []int{500}}, "FinalStatuses"},
+		{"Final303", idemclient.Config{FinalStatuses: []int{303}}, "FinalStatuses"},
+		{"FinalAlsoRetriedByDefault", idemclient.Config{FinalStatuses: []int{409}}, "FinalStatuses"},
+		{"FinalAlsoRetried", idemclient.Config{RetryStatuses: []int{404}, FinalStatuses: []int{404}}, "FinalStatuses"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -478,6 +483,9 @@ func TestNewConfigValidation(t *testing.T) {
 	}
 	if _, err := idemclient.New(nil); err != nil {
 		t.Errorf("New(nil): got %v, want nil", err)
+	}
+	if _, err := idemclient.New(&idemclient.Config{RetryStatuses: []int{404, 503}}); err != nil {
+		t.Errorf("a default final status listed as retried: got %v, want nil (it leaves the default FinalStatuses)", err)
 	}
 	if _, err := idemclient.New(&idemclient.Config{MaxDelay: 10 * time.Millisecond}); err != nil {
 		t.Errorf("MaxDelay below the default base: got %v, want nil", err)

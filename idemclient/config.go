@@ -6,16 +6,23 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"strings"
+	"slices"
 	"time"
+
+	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/internal/httpsyntax"
 )
 
 // Config configures a Client. The zero value, and a nil *Config, mean
 // defaults.
 type Config struct {
 	// HTTPClient sends the attempts. Retries happen above it: its
-	// RoundTripper sees single attempts and must not create keys.
-	// Defaults to a client over http.DefaultTransport.
+	// RoundTripper sees single attempts and must not create keys. The
+	// Client works on a copy whose CheckRedirect lets a redirect through
+	// only when it resends the intent unchanged (see MaxRedirects), then
+	// asks this client's CheckRedirect, if any, which may refuse it but
+	// can never turn a write into a GET. Changes made to it after New are
+	// not seen. Defaults to a client over http.DefaultTransport.
 	HTTPClient *http.Client
 
 	// NewKey makes the key of each new intent. Its keys must pass
@@ -23,11 +30,12 @@ type Config struct {
 	// unless keys come from elsewhere. Defaults to RandomKey.
 	NewKey func() string
 
-	// QuoteKey sends every key as an RFC 8941 sf-string ("abc"), the form
-	// the IETF idempotency-key draft specifies, for servers that parse the
-	// header strictly. Idem servers accept both forms. Defaults to false:
-	// a key that is a bare token (as RandomKey's and UUIDv7Key's are) is
-	// sent bare, any other key quoted.
+	// QuoteKey sends every key as an RFC 8941 sf-string ("abc",
+	// idem.QuoteKey), the form the IETF idempotency-key draft specifies,
+	// for servers that parse the header strictly. Idem servers accept both
+	// forms. Defaults to false: the key is written by idem.FormatKey, bare
+	// when idem.ParseKey reads it back unchanged (as RandomKey's and
+	// UUIDv7Key's keys always are), quoted otherwise.
 	QuoteKey bool
 
 	// Header is the name of the header that carries the key, for servers
@@ -57,10 +65,23 @@ type Config struct {
 	// BaseDelay if that is larger.
 	MaxDelay time.Duration
 
-	// RetryStatuses are the response statuses that are retried. 400 and
-	// 422 are client bugs and may not be listed; other statuses below 400
-	// may not be listed either. Defaults to 409, 429, 502, 503 and 504.
+	// RetryStatuses are the response statuses that are retried, unless
+	// the server marks a 4xx Idempotent-Replayed (a recorded answer is
+	// final). 400 and 422 are client bugs and may not be listed; statuses
+	// below 400 may not be listed either. Defaults to 408, 409, 425, 429,
+	// 502, 503 and 504.
 	RetryStatuses []int
+
+	// FinalStatuses are the 4xx statuses that settle an intent the first
+	// time they are seen: Do returns them as errors matching ErrRejected
+	// and marks the intent resolved. Add the statuses your server records
+	// as business answers (a 402 for a declined payment, say). Any other
+	// 4xx that is neither retried nor marked Idempotent-Replayed, 401 and
+	// 403 included, leaves the intent pending, since it may come from a
+	// layer that ran nothing. A status may not be in both lists. Defaults
+	// to 400, 404, 405, 413 and 422 (requests that can never succeed
+	// unchanged), less any status listed in RetryStatuses.
+	FinalStatuses []int
 
 	// MaxResponseBytes bounds the response body read into memory. A
 	// larger body fails the call without resolving the intent.
@@ -107,15 +128,31 @@ const (
 	DefaultMaxIntentAge     = 12 * time.Hour
 )
 
-// DefaultRetryStatuses returns the statuses retried by default: 409 (the
-// key is in flight), 429, 502, 503 and 504.
+// DefaultRetryStatuses returns the statuses retried by default: 408 (the
+// server timed out waiting for the request), 409 (the key is in flight),
+// 425 (too early), 429, 502, 503 and 504.
 func DefaultRetryStatuses() []int {
 	return []int{
+		http.StatusRequestTimeout,
 		http.StatusConflict,
+		http.StatusTooEarly,
 		http.StatusTooManyRequests,
 		http.StatusBadGateway,
 		http.StatusServiceUnavailable,
 		http.StatusGatewayTimeout,
+	}
+}
+
+// DefaultFinalStatuses returns the 4xx statuses that settle an intent by
+// default: 400, 404, 405, 413 and 422, requests that can never succeed
+// unchanged.
+func DefaultFinalStatuses() []int {
+	return []int{
+		http.StatusBadRequest,
+		http.StatusNotFound,
+		http.StatusMethodNotAllowed,
+		http.StatusRequestEntityTooLarge,
+		http.StatusUnprocessableEntity,
 	}
 }
 
@@ -152,8 +189,8 @@ func (c *Config) withDefaults() (Config, error) {
 		}
 	}
 	if out.Header == "" {
-		out.Header = HeaderIdempotencyKey
-	} else if !validHeaderName(out.Header) {
+		out.Header = idemhttp.DefaultHeader
+	} else if !httpsyntax.IsToken(out.Header) {
 		return out, fmt.Errorf("idemclient: Config.Header %q is not a valid header name", out.Header)
 	}
 	if out.HTTPClient == nil {
@@ -181,6 +218,21 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.RetryStatuses == nil {
 		out.RetryStatuses = DefaultRetryStatuses()
+	}
+	if out.FinalStatuses == nil {
+		for _, s := range DefaultFinalStatuses() {
+			if !slices.Contains(out.RetryStatuses, s) {
+				out.FinalStatuses = append(out.FinalStatuses, s)
+			}
+		}
+	}
+	for _, s := range out.FinalStatuses {
+		switch {
+		case s < 400 || s > 499:
+			return out, fmt.Errorf("idemclient: Config.FinalStatuses: %d is not a 4xx status", s)
+		case slices.Contains(out.RetryStatuses, s):
+			return out, fmt.Errorf("idemclient: Config.FinalStatuses: %d is also in Config.RetryStatuses", s)
+		}
 	}
 	if out.MaxResponseBytes == 0 {
 		out.MaxResponseBytes = DefaultMaxResponseBytes
@@ -212,19 +264,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// validHeaderName reports whether name is an HTTP field name (RFC 9110
-// token).
-func validHeaderName(name string) bool {
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return name != ""
 }

@@ -51,16 +51,48 @@ type journalEntry struct {
 	Status     int        `json:"status,omitempty"`
 }
 
-// OpenDirJournal returns a DirJournal over dir, creating the directory
-// (mode 0700: intents hold request bodies and headers) if needed.
+// OpenDirJournal returns a DirJournal over dir, creating the directory and
+// any missing parent (mode 0700: intents hold request bodies and headers)
+// if needed. Each directory it creates is made durable by an fsync of its
+// parent, so that a power loss cannot take away the directory, and every
+// intent saved in it, after Save returned.
 func OpenDirJournal(dir string) (*DirJournal, error) {
 	if dir == "" {
 		return nil, errors.New("idemclient: OpenDirJournal: dir is empty")
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := mkdirDurable(filepath.Clean(dir)); err != nil {
 		return nil, fmt.Errorf("idemclient: OpenDirJournal: %w", err)
 	}
 	return &DirJournal{dir: dir}, nil
+}
+
+// mkdirDurable creates dir and its missing parents, outermost first, and
+// fsyncs the parent of each one it creates: a directory's entry lives in
+// its parent, and only an fsync of the parent makes the entry durable.
+func mkdirDurable(dir string) error {
+	info, err := os.Stat(dir)
+	switch {
+	case err == nil && info.IsDir():
+		return nil
+	case err == nil:
+		return fmt.Errorf("%s is not a directory", dir)
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := mkdirDurable(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		// Another process may have created it since the Stat; its
+		// entry may not be durable yet, so the parent is synced anyway.
+		if info, serr := os.Stat(dir); serr != nil || !info.IsDir() {
+			return err
+		}
+	}
+	return syncDir(parent)
 }
 
 // Dir returns the journal's directory.
@@ -84,12 +116,15 @@ func (j *DirJournal) Save(ctx context.Context, in *Intent) error {
 	return j.write(j.path(in.Key), &journalEntry{Version: journalVersion, Intent: in})
 }
 
-// Pending implements Journal.
+// Pending implements Journal. An intent file it cannot read (corrupt, of
+// an unknown version, or refused by the file system) does not hide the
+// others: Pending returns every intent it could read, together with an
+// error matching ErrUnreadableIntent that names each file it could not.
 func (j *DirJournal) Pending(ctx context.Context) ([]*Intent, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var out []*Intent
-	err := j.each(ctx, func(_ string, e *journalEntry) error {
+	unreadable, err := j.each(ctx, func(_ string, e *journalEntry) error {
 		if e.ResolvedAt == nil {
 			out = append(out, e.Intent)
 		}
@@ -104,7 +139,7 @@ func (j *DirJournal) Pending(ctx context.Context) ([]*Intent, error) {
 		}
 		return strings.Compare(a.Key, b.Key)
 	})
-	return out, nil
+	return out, unreadable
 }
 
 // MarkResolved implements Journal.
@@ -120,7 +155,7 @@ func (j *DirJournal) MarkResolved(ctx context.Context, p *MarkResolvedParams) er
 		return fmt.Errorf("%w: %s", ErrNotFound, p.Key)
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %s: %w", ErrUnreadableIntent, path, err)
 	}
 	at := p.Now
 	e.ResolvedAt, e.Status = &at, p.Status
@@ -128,12 +163,14 @@ func (j *DirJournal) MarkResolved(ctx context.Context, p *MarkResolvedParams) er
 }
 
 // Prune implements Journal. It also removes temporary files left by writes
-// that never finished and were last modified before p.Before.
+// that never finished and were last modified before p.Before. An intent
+// file it cannot read is kept (it may be pending) and reported, as by
+// Pending, after the others are pruned.
 func (j *DirJournal) Prune(ctx context.Context, p *PruneParams) (int, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	n := 0
-	err := j.each(ctx, func(path string, e *journalEntry) error {
+	unreadable, err := j.each(ctx, func(path string, e *journalEntry) error {
 		if e.ResolvedAt == nil || !e.ResolvedAt.Before(p.Before) {
 			return nil
 		}
@@ -163,22 +200,27 @@ func (j *DirJournal) Prune(ctx context.Context, p *PruneParams) (int, error) {
 			return n, err
 		}
 	}
-	return n, nil
+	return n, unreadable
 }
 
-// each calls fn for every intent file, in directory order.
-func (j *DirJournal) each(ctx context.Context, fn func(path string, e *journalEntry) error) error {
+// each calls fn for every intent file it can read, in directory order. The
+// files it cannot read are returned together as unreadable, each error
+// matching ErrUnreadableIntent and naming its file; err, when not nil,
+// means the walk stopped (the directory could not be listed, ctx is done,
+// or fn failed).
+func (j *DirJournal) each(ctx context.Context, fn func(path string, e *journalEntry) error) (unreadable, err error) {
 	ents, err := os.ReadDir(j.dir)
 	if err != nil {
-		return fmt.Errorf("idemclient: journal: %w", err)
+		return nil, fmt.Errorf("idemclient: journal: %w", err)
 	}
+	var bad []error
 	for _, de := range ents {
 		name := de.Name()
 		if !de.Type().IsRegular() || !strings.HasSuffix(name, journalExt) || strings.HasPrefix(name, journalTmp) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		path := filepath.Join(j.dir, name)
 		e, err := j.read(path)
@@ -186,13 +228,14 @@ func (j *DirJournal) each(ctx context.Context, fn func(path string, e *journalEn
 			continue // pruned by another process in between
 		}
 		if err != nil {
-			return err
+			bad = append(bad, fmt.Errorf("%w: %s: %w", ErrUnreadableIntent, path, err))
+			continue
 		}
 		if err := fn(path, e); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return errors.Join(bad...), nil
 }
 
 func (j *DirJournal) read(path string) (*journalEntry, error) {
@@ -202,10 +245,10 @@ func (j *DirJournal) read(path string) (*journalEntry, error) {
 	}
 	var e journalEntry
 	if err := json.Unmarshal(data, &e); err != nil {
-		return nil, fmt.Errorf("idemclient: journal file %s: %w", path, err)
+		return nil, err
 	}
 	if e.Version != journalVersion || e.Intent == nil {
-		return nil, fmt.Errorf("idemclient: journal file %s: unsupported version %d or no intent", path, e.Version)
+		return nil, fmt.Errorf("unsupported version %d or no intent", e.Version)
 	}
 	return &e, nil
 }
@@ -244,8 +287,16 @@ func (j *DirJournal) write(path string, e *journalEntry) (err error) {
 	return syncDir(j.dir)
 }
 
-// syncDir makes a rename or a removal in dir durable.
+// testHookSyncDir, when set by a test, is called with each directory
+// syncDir is about to sync.
+var testHookSyncDir func(dir string)
+
+// syncDir makes the creation, rename or removal of an entry of dir
+// durable.
 func syncDir(dir string) error {
+	if testHookSyncDir != nil {
+		testHookSyncDir(dir)
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("idemclient: journal: %w", err)

@@ -178,3 +178,103 @@ func TestDirJournalRejectsInvalidIntent(t *testing.T) {
 		t.Error("OpenDirJournal(\"\"): got nil, want an error")
 	}
 }
+
+// writeBadEntries puts two intent files Pending cannot read in j's
+// directory: one corrupt, one of an unknown version. It returns their
+// names.
+func writeBadEntries(t *testing.T, j *idemclient.DirJournal) []string {
+	t.Helper()
+	files := map[string]string{
+		"corrupt.json": `{"version":1,"intent":{"ke`,
+		"future.json":  `{"version":99,"intent":{"key":"k","method":"POST","url":"http://x/"}}`,
+	}
+	var names []string
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(j.Dir(), name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+// TestDirJournalPendingPartial checks that an unreadable intent file hides
+// none of the others: Pending returns every readable pending intent with an
+// error matching ErrUnreadableIntent that names each bad file, and Prune
+// prunes around them and keeps them.
+func TestDirJournalPendingPartial(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	j := openJournal(t)
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, k := range []string{"a", "b", "c"} {
+		if err := j.Save(ctx, testIntent(k, t0.Add(time.Duration(i)*time.Second))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.MarkResolved(ctx, &idemclient.MarkResolvedParams{Key: "b", Status: 201, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	bad := writeBadEntries(t, j)
+
+	ins, err := j.Pending(ctx)
+	var keys []string
+	for _, in := range ins {
+		keys = append(keys, in.Key)
+	}
+	if want := []string{"a", "c"}; !slices.Equal(keys, want) {
+		t.Errorf("pending: got %q, want %q", keys, want)
+	}
+	if !errors.Is(err, idemclient.ErrUnreadableIntent) {
+		t.Fatalf("error: got %v, want ErrUnreadableIntent", err)
+	}
+	for _, name := range bad {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error %q: want it to name %s", err, name)
+		}
+	}
+
+	n, err := j.Prune(ctx, &idemclient.PruneParams{Before: t0.Add(time.Hour)})
+	if n != 1 || !errors.Is(err, idemclient.ErrUnreadableIntent) {
+		t.Errorf("Prune: got %d, %v; want 1 and ErrUnreadableIntent", n, err)
+	}
+	for _, name := range bad {
+		if _, err := os.Stat(filepath.Join(j.Dir(), name)); err != nil {
+			t.Errorf("%s after Prune: %v, want it kept", name, err)
+		}
+	}
+}
+
+// TestOpenDirJournalCreatesParents checks that OpenDirJournal creates
+// missing parents with mode 0700 and refuses a path that is a file.
+func TestOpenDirJournalCreatesParents(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	dir := filepath.Join(root, "a", "b", "intents")
+	j, err := idemclient.OpenDirJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Save(context.Background(), testIntent("k", time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Join(root, "a"), filepath.Join(root, "a", "b"), dir} {
+		info, err := os.Stat(d)
+		if err != nil || !info.IsDir() || info.Mode().Perm() != 0o700 {
+			t.Errorf("%s: got %v, %v; want a directory with mode 0700", d, info, err)
+		}
+	}
+	if _, err := idemclient.OpenDirJournal(dir); err != nil {
+		t.Errorf("reopening: got %v, want nil", err)
+	}
+	file := filepath.Join(root, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := idemclient.OpenDirJournal(filepath.Join(file, "intents")); err == nil {
+		t.Error("under a file: got nil, want an error")
+	}
+	if _, err := idemclient.OpenDirJournal(file); err == nil {
+		t.Error("a file: got nil, want an error")
+	}
+}

@@ -46,11 +46,11 @@ func ExampleClient_Resume() {
 
 	// Later, or in the next run of the program.
 	up.Store(true)
-	outcomes, err := client.Resume(context.Background())
+	results, err := client.Resume(context.Background())
 	if err != nil {
 		panic(err)
 	}
-	for _, o := range outcomes {
+	for _, o := range results {
 		fmt.Println("resumed:", o.Response.Status, "same key:", o.Intent.Key == in.Key)
 	}
 	pending, _ := journal.Pending(context.Background())

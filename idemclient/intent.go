@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/httpsyntax"
 )
 
 // An Intent is one thing the application decided to do, such as one
@@ -47,7 +48,7 @@ func (in *Intent) validate() error {
 	if err := idem.ValidateKey(in.Key); err != nil {
 		return fmt.Errorf("idemclient: Intent.Key: %w", err)
 	}
-	if !validMethod(in.Method) {
+	if !httpsyntax.IsToken(in.Method) {
 		return fmt.Errorf("idemclient: Intent.Method %q is not a valid method", in.Method)
 	}
 	u, err := url.Parse(in.URL)
@@ -58,20 +59,4 @@ func (in *Intent) validate() error {
 		return fmt.Errorf("idemclient: Intent.URL %q is not an absolute http or https URL", in.URL)
 	}
 	return nil
-}
-
-func validMethod(m string) bool {
-	if m == "" {
-		return false
-	}
-	for i := 0; i < len(m); i++ {
-		c := m[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '!' || c == '#' || c == '$' || c == '%' || c == '&' || c == '\'' || c == '*' ||
-			c == '+' || c == '-' || c == '.' || c == '^' || c == '_' || c == '`' || c == '|' || c == '~'
-		if !ok {
-			return false
-		}
-	}
-	return true
 }

@@ -18,8 +18,11 @@ import (
 //     pending again. A failed Save leaves either the old state or the new,
 //     never a torn intent.
 //   - Pending returns the pending intents, oldest CreatedAt first. An entry
-//     it cannot read is an error, never silently skipped: a lost intent is
-//     the failure the journal exists to prevent.
+//     it cannot read is never silently skipped (a lost intent is the
+//     failure the journal exists to prevent), nor does it hide the others:
+//     Pending returns the intents it could read together with an error
+//     matching ErrUnreadableIntent that names each bad entry. Any other
+//     error (the store itself failed) comes with no intents.
 //   - MarkResolved records that the intent has a final answer (p.Status, 0
 //     when the application gave it up) at p.Now; it is no longer pending.
 //     A key the journal does not hold is an error matching ErrNotFound.

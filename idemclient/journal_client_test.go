@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -141,5 +142,54 @@ func TestResumeWithoutJournal(t *testing.T) {
 	}
 	if _, err := c.Resume(context.Background()); err == nil {
 		t.Error("got nil, want an error naming Config.Journal")
+	}
+}
+
+// TestResumeAroundUnreadableEntry checks that one unreadable journal file
+// does not stop Resume: it carries out every readable pending intent and
+// returns their results with an error naming the bad files.
+func TestResumeAroundUnreadableEntry(t *testing.T) {
+	t.Parallel()
+	j := openJournal(t)
+	var up atomic.Bool
+	e := setup(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		if !up.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}, func(c *idemclient.Config) {
+		c.Journal = j
+		c.MaxAttempts = 1
+	})
+	var keys []string
+	for range 2 {
+		in := e.intent(t, `{"amount":6}`)
+		keys = append(keys, in.Key)
+		if _, err := e.client.Do(context.Background(), in); !errors.Is(err, idemclient.ErrExhausted) {
+			t.Fatalf("got %v, want ErrExhausted", err)
+		}
+	}
+	bad := writeBadEntries(t, j)
+
+	up.Store(true)
+	results, err := e.client.Resume(context.Background())
+	if !errors.Is(err, idemclient.ErrUnreadableIntent) || !strings.Contains(err.Error(), bad[0]) {
+		t.Errorf("Resume error: got %v, want ErrUnreadableIntent naming %s", err, bad[0])
+	}
+	var done []string
+	for _, r := range results {
+		if r.Err != nil || r.Response.Status != http.StatusCreated {
+			t.Errorf("result for %s: got %+v, %v; want 201", r.Intent.Key, r.Response, r.Err)
+		}
+		done = append(done, r.Intent.Key)
+	}
+	slices.Sort(done)
+	slices.Sort(keys)
+	if !slices.Equal(done, keys) {
+		t.Errorf("resumed: got %q, want %q", done, keys)
+	}
+	if ins, err := j.Pending(context.Background()); len(ins) != 0 || !errors.Is(err, idemclient.ErrUnreadableIntent) {
+		t.Errorf("Pending after Resume: got %d intents, %v; want none and the bad files reported", len(ins), err)
 	}
 }

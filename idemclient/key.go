@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idem"
 )
 
 // RandomKey returns a new key made of 128 random bits from crypto/rand,
@@ -47,24 +49,12 @@ func uuidV7(now time.Time) string {
 	return b.String()
 }
 
-// headerValue returns the Idempotency-Key field value for key: the key
-// itself when it is a bare token (the keys RandomKey and UUIDv7Key make
-// always are), or an RFC 8941 sf-string otherwise. Both forms parse back to
-// the same key with idem.ParseKey. With quote set, it is always an
-// sf-string.
+// headerValue returns the Idempotency-Key field value for key: the rule
+// of idem.FormatKey (bare when idem.ParseKey reads the bare key back
+// unchanged, an sf-string otherwise), or always an sf-string with quote set.
 func headerValue(key string, quote bool) string {
-	if !quote && !strings.ContainsAny(key, "\",;\\") {
-		return key
+	if quote {
+		return idem.QuoteKey(key)
 	}
-	var b strings.Builder
-	b.Grow(len(key) + 4)
-	b.WriteByte('"')
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c == '"' || c == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(key[i])
-	}
-	b.WriteByte('"')
-	return b.String()
+	return idem.FormatKey(key)
 }

@@ -74,6 +74,10 @@ func TestHeaderValue(t *testing.T) {
 		{`a\b`, `"a\\b"`},
 		{"a,b", `"a,b"`},
 		{"a;b", `"a;b"`},
+		{"?1", `"?1"`},
+		{":YWJj:", `":YWJj:"`},
+		{"@1", `"@1"`},
+		{"(a)", `"(a)"`},
 	}
 	for _, tt := range tests {
 		got := headerValue(tt.key, false)
