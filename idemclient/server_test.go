@@ -107,7 +107,12 @@ func newIdemHandler(t testing.TB, store idem.Store) http.Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return mw.Handler(http.HandlerFunc(transferHandler))
+	h := mw.Handler(http.HandlerFunc(transferHandler))
+	// The authentication layer of a real service: every caller here is
+	// one principal.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(idemhttp.WithPrincipal(r.Context(), "user:test")))
+	})
 }
 
 // fault is what the fault layer does to one attempt.

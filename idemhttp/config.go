@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idem/internal/httpsyntax"
 )
 
 // Config configures a Middleware. The zero value, and a nil *Config, mean
@@ -217,20 +219,20 @@ func (c *Config) validate() error {
 		return errors.New("idemhttp: Config.Methods is empty; leave it nil for the default")
 	}
 	for _, m := range c.Methods {
-		if !validToken(m) {
+		if !httpsyntax.IsToken(m) {
 			return fmt.Errorf("idemhttp: Config.Methods: %q is not a method", m)
 		}
 	}
-	if !validToken(c.Header) {
+	if !httpsyntax.IsToken(c.Header) {
 		return fmt.Errorf("idemhttp: Config.Header: %q is not a header name", c.Header)
 	}
 	for _, h := range c.FingerprintHeaders {
-		if !validToken(h) {
+		if !httpsyntax.IsToken(h) {
 			return fmt.Errorf("idemhttp: Config.FingerprintHeaders: %q is not a header name", h)
 		}
 	}
 	for _, h := range c.RecordHeaders {
-		if !validToken(h) {
+		if !httpsyntax.IsToken(h) {
 			return fmt.Errorf("idemhttp: Config.RecordHeaders: %q is not a header name", h)
 		}
 		for _, n := range neverRecorded {
@@ -249,24 +251,6 @@ func (c *Config) validate() error {
 		return fmt.Errorf("idemhttp: Config.UnavailableRetryAfter must not be negative, got %s", c.UnavailableRetryAfter)
 	}
 	return nil
-}
-
-// validToken reports whether s is an RFC 9110 token, the syntax of method
-// and header names.
-func validToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // RouteOptions adjust the middleware for the routes it wraps; see

@@ -35,6 +35,9 @@ type Problem struct {
 	Title  string `json:"title"`
 	Status int    `json:"status"`
 	Detail string `json:"detail,omitempty"`
+	// Instance identifies this occurrence of the problem, when the
+	// server gives one. The middleware never sets it.
+	Instance string `json:"instance,omitempty"`
 }
 
 var problemTitles = map[string]string{
