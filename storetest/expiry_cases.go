@@ -9,7 +9,7 @@ import (
 	"github.com/idemkit/idem"
 )
 
-var _ = register(testCase{name: "ExpiredRecordBehavesAsNew", run: func(t *testing.T, h *Harness) {
+func expiredRecordBehavesAsNew(t testing.TB, h *Harness) {
 	// E7: a record is replayed until it expires; from its expiry on, the
 	// key behaves as new, also with another fingerprint. The clock is
 	// injected; nothing sleeps.
@@ -37,9 +37,9 @@ var _ = register(testCase{name: "ExpiredRecordBehavesAsNew", run: func(t *testin
 	if got, replayed, err := e.guard.Do(context.Background(), req("s", "k", "fp-2"), second); err != nil || !replayed || string(got.Body) != "second" {
 		t.Errorf("retry of the new execution: body=%q replayed=%v err=%v, want a replay of the new record", got.Body, replayed, err)
 	}
-}})
+}
 
-var _ = register(testCase{name: "RequestTTLOverridesDefault", run: func(t *testing.T, h *Harness) {
+func requestTTLOverridesDefault(t testing.TB, h *Harness) {
 	// E7: the expiry is configurable per call.
 	e := setup(t, h)
 	work, runs := e.work("ttl", idem.Result{Status: 200})
@@ -55,9 +55,9 @@ var _ = register(testCase{name: "RequestTTLOverridesDefault", run: func(t *testi
 	if n := runs.get(); n != 2 {
 		t.Errorf("runs = %d, want 2", n)
 	}
-}})
+}
 
-var _ = register(testCase{name: "SweepDeletesOnlyExpiredRecords", run: func(t *testing.T, h *Harness) {
+func sweepDeletesOnlyExpiredRecords(t testing.TB, h *Harness) {
 	// E7: the sweeper deletes expired records in bounded batches and never a
 	// live one.
 	e := setup(t, h)
@@ -104,4 +104,4 @@ var _ = register(testCase{name: "SweepDeletesOnlyExpiredRecords", run: func(t *t
 			}
 		}
 	}
-}})
+}
