@@ -16,9 +16,7 @@ import (
 const Callers = 50
 
 func concurrentDuplicatesRunOnceAndAreRefusedAtOnce(t testing.TB, h *Harness) {
-	// E2, E3: many callers with one key at once: the work runs exactly once;
-	// every other caller is answered while the first is still running (the
-	// work blocks until they all have answered), with ErrInFlight.
+	// The work blocks until every other caller has been answered.
 	e := setup(t, h)
 	release := make(chan struct{})
 	var once sync.Once
@@ -103,8 +101,6 @@ func concurrentDuplicatesRunOnceAndAreRefusedAtOnce(t testing.TB, h *Harness) {
 }
 
 func concurrentRetriesAfterCompletionAllReplay(t testing.TB, h *Harness) {
-	// E2, E4: once a key has completed, any number of concurrent retries
-	// replay it; none runs the work.
 	e := setup(t, h)
 	work, runs := e.work("replays", idem.Result{Status: 200, Body: []byte("r")})
 	if _, _, err := e.guard.Do(context.Background(), req("s", "k", "fp"), work); err != nil {
@@ -134,8 +130,6 @@ func concurrentRetriesAfterCompletionAllReplay(t testing.TB, h *Harness) {
 }
 
 func manyKeysConcurrentlyEachRunOnce(t testing.TB, h *Harness) {
-	// E2: concurrent first calls on different keys all execute, each once,
-	// and each records its own result.
 	e := setup(t, h)
 	const keys = 20
 	var wg sync.WaitGroup
@@ -176,10 +170,8 @@ func manyKeysConcurrentlyEachRunOnce(t testing.TB, h *Harness) {
 }
 
 func workRunsOnceWhileRetriesRace(t testing.TB, h *Harness) {
-	// E2, E3: callers that keep retrying a key while its first execution
-	// completes never run the work a second time, not even one whose effect
-	// would be rolled back: a retry that arrives as the record commits is
-	// answered from it.
+	// Not even a second run whose effect would be rolled back is allowed:
+	// a retry that arrives as the record commits is answered from it.
 	e := setup(t, h)
 	const rounds, callers = 40, 8
 	for round := range rounds {

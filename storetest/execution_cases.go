@@ -9,8 +9,6 @@ import (
 )
 
 func firstExecutionRunsOnceAndRecords(t testing.TB, h *Harness) {
-	// E1: the first call runs the work once; its effect and its result
-	// commit together.
 	e := setup(t, h)
 	want := idem.Result{Status: 201, Header: map[string][]string{"Content-Type": {"application/json"}}, Body: []byte(`{"id":1}`)}
 	work, runs := e.work("first", want)
@@ -44,8 +42,6 @@ func firstExecutionRunsOnceAndRecords(t testing.TB, h *Harness) {
 }
 
 func retryReplaysIdenticalResultWithoutRunning(t testing.TB, h *Harness) {
-	// E4: a retry of a completed key returns the original result byte for
-	// byte and does not run the work.
 	e := setup(t, h)
 	body := make([]byte, 256)
 	for i := range body {
@@ -79,8 +75,6 @@ func retryReplaysIdenticalResultWithoutRunning(t testing.TB, h *Harness) {
 }
 
 func emptyResultReplays(t testing.TB, h *Harness) {
-	// E4: a result with no status, headers or body is recorded and
-	// replayed too ("already processed" is never an answer).
 	e := setup(t, h)
 	work, runs := e.work("empty", idem.Result{})
 	for i := range 2 {
@@ -99,8 +93,6 @@ func emptyResultReplays(t testing.TB, h *Harness) {
 }
 
 func mismatchNeitherRunsNorReplays(t testing.TB, h *Harness) {
-	// E5: the same key with another fingerprint is rejected; the work does
-	// not run and the record is untouched.
 	e := setup(t, h)
 	want := idem.Result{Status: 201, Body: []byte("original")}
 	work, runs := e.work("mismatch", want)
@@ -134,8 +126,6 @@ func mismatchNeitherRunsNorReplays(t testing.TB, h *Harness) {
 var errWork = errors.New("storetest: the work failed")
 
 func workErrorRollsBackAndRecordsNothing(t testing.TB, h *Harness) {
-	// E1, E6: the work returns an error after writing its effect: the effect
-	// is rolled back, nothing is recorded, and a retry runs the work.
 	e := setup(t, h)
 	failing := func(ctx context.Context) (idem.Result, error) {
 		if err := e.h.Effect(ctx, "fails"); err != nil {
@@ -167,8 +157,6 @@ func workErrorRollsBackAndRecordsNothing(t testing.TB, h *Harness) {
 }
 
 func workPanicRollsBackAndRecordsNothing(t testing.TB, h *Harness) {
-	// E1, E6: a panic in the work rolls back the effect, records nothing,
-	// reaches the caller, and leaves the key free for the retry.
 	e := setup(t, h)
 	func() {
 		defer func() {
@@ -197,8 +185,6 @@ func workPanicRollsBackAndRecordsNothing(t testing.TB, h *Harness) {
 }
 
 func scopesAreIndependent(t testing.TB, h *Harness) {
-	// K2: the same key in two scopes names two independent calls; one scope
-	// never receives the other's result, nor a mismatch caused by it.
 	e := setup(t, h)
 	workA, runsA := e.work("scope-a", idem.Result{Status: 201, Body: []byte("A")})
 	workB, runsB := e.work("scope-b", idem.Result{Status: 201, Body: []byte("B")})
@@ -224,9 +210,6 @@ func scopesAreIndependent(t testing.TB, h *Harness) {
 }
 
 func commitsWhenCallerGivesUpAfterWork(t testing.TB, h *Harness) {
-	// E1, E4: a caller that gives up (its ctx is cancelled) after the work
-	// has written its effect still gets that effect committed with its
-	// result, so the retry it will send is a replay and not a second run.
 	e := setup(t, h)
 	want := idem.Result{Status: 201, Body: []byte("done")}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -34,6 +34,8 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{lookupMissingIsNil, []string{"LookupOfAMissingRecordIsNotFound"}},
 		{expiredNeverReplaced, []string{"CommitReplacesAnExpiredRecord", "ExpiredRecordBehavesAsNew"}},
 		{expiryJudgedAtBegin, []string{"CommitNeverReplacesARecordLiveAtItsNow"}},
+		{sweepIgnoresLimit, []string{"SweepDeletesOnlyExpiredRecords"}},
+		{sweepDeletesLive, []string{"SweepDeletesOnlyExpiredRecords"}},
 	} {
 		t.Run(string(tt.mutation), func(t *testing.T) {
 			t.Parallel()

@@ -22,8 +22,6 @@ const (
 )
 
 func recordSurvivesReopen(t testing.TB, h *Harness) {
-	// E1 (durability): a committed record and its effect survive closing
-	// and reopening the store, and are replayed afterwards.
 	e := setup(t, h)
 	want := idem.Result{Status: 201, Header: map[string][]string{"Location": {"/x/1"}}, Body: []byte("kept")}
 	work, runs := e.work("reopen", want)
@@ -46,9 +44,7 @@ func recordSurvivesReopen(t testing.TB, h *Harness) {
 }
 
 func killedInsideWorkLeavesNeitherEffectNorKey(t testing.TB, h *Harness) {
-	// E1, E3: a process killed with SIGKILL inside the work, after its
-	// effect was written and before commit, leaves neither the effect nor
-	// the key; the key is not stuck in flight; the retry runs the work once.
+	// The child writes its effect inside the work and is killed there.
 	e := setup(t, h)
 	top, _, _ := strings.Cut(t.Name(), "/")
 	cmd := exec.Command(os.Args[0], "-test.run=^"+regexp.QuoteMeta(top)+"$", "-test.count=1")

@@ -48,6 +48,10 @@ const (
 	expiredNeverReplaced mutation = "ExpiredRecordNeverReplaced"
 	// Commit judges expiry at Begin's Now instead of its own.
 	expiryJudgedAtBegin mutation = "ExpiryJudgedAtBegin"
+	// DeleteExpired deletes every expired record, whatever its Limit.
+	sweepIgnoresLimit mutation = "DeleteExpiredIgnoresItsLimit"
+	// DeleteExpired deletes records that expire within the next minute.
+	sweepDeletesLive mutation = "DeleteExpiredDeletesLiveRecords"
 )
 
 // window is how long a mutant that splits one critical section in two
@@ -128,11 +132,15 @@ func (s *refStore) DeleteExpired(_ context.Context, p *idem.DeleteExpiredParams)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
+	now := p.Now
+	if s.mut == sweepDeletesLive {
+		now = now.Add(time.Minute)
+	}
 	for k, rec := range s.records {
-		if n == p.Limit {
+		if n == p.Limit && s.mut != sweepIgnoresLimit {
 			break
 		}
-		if rec.Expired(p.Now) {
+		if rec.Expired(now) {
 			delete(s.records, k)
 			n++
 		}

@@ -135,7 +135,7 @@ var suite = []testCase{
 	},
 	{
 		name: "SweepDeletesOnlyExpiredRecords",
-		rule: "DeleteExpired deletes expired records in bounded batches, and never a live one (docs/DESIGN.md E7)",
+		rule: "DeleteExpired deletes expired records in batches of at most its Limit, a full batch while enough remain, and never a live record (docs/DESIGN.md E7)",
 		run:  sweepDeletesOnlyExpiredRecords,
 	},
 
