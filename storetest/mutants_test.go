@@ -34,6 +34,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{lookupMissingIsNil, []string{"LookupOfAMissingRecordIsNotFound"}},
 		{expiredNeverReplaced, []string{"CommitReplacesAnExpiredRecord", "ExpiredRecordBehavesAsNew"}},
 		{expiryJudgedAtBegin, []string{"CommitNeverReplacesARecordLiveAtItsNow"}},
+		{failureIsConflict, []string{"RecordCommitsInTheEffectsTransaction"}},
 		{sweepIgnoresLimit, []string{"SweepDeletesOnlyExpiredRecords"}},
 		{sweepDeletesLive, []string{"SweepDeletesOnlyExpiredRecords"}},
 	} {

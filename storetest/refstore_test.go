@@ -48,6 +48,8 @@ const (
 	expiredNeverReplaced mutation = "ExpiredRecordNeverReplaced"
 	// Commit judges expiry at Begin's Now instead of its own.
 	expiryJudgedAtBegin mutation = "ExpiryJudgedAtBegin"
+	// Commit calls any failure of its transaction ErrConflict.
+	failureIsConflict mutation = "CommitFailureCalledConflict"
 	// DeleteExpired deletes every expired record, whatever its Limit.
 	sweepIgnoresLimit mutation = "DeleteExpiredIgnoresItsLimit"
 	// DeleteExpired deletes records that expire within the next minute.
@@ -231,6 +233,9 @@ func (tx *refTx) Commit(_ context.Context, p *idem.CommitParams) error {
 		return idem.ErrConflict
 	}
 	if tx.doomed {
+		if m == failureIsConflict {
+			return idem.ErrConflict
+		}
 		return errDoomed
 	}
 	s.records[tx.k] = *refClone(*p.Record)

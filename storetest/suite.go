@@ -108,7 +108,7 @@ var suite = []testCase{
 	},
 	{
 		name: "RecordCommitsInTheEffectsTransaction",
-		rule: "the record is written in the effect's transaction: when the record cannot be written the effect does not commit, and when the transaction cannot commit no record is left (docs/DESIGN.md E1, and the pitfall \"storing the result after the response, outside the effect's transaction\")",
+		rule: "the record is written in the effect's transaction: when the record cannot be written the effect does not commit, and when the transaction cannot commit no record is left and Commit fails with an error that is not ErrConflict (docs/DESIGN.md E1, and the pitfall \"storing the result after the response, outside the effect's transaction\")",
 		run:  recordCommitsInTheEffectsTransaction,
 	},
 	{

@@ -282,18 +282,26 @@ func recordCommitsInTheEffectsTransaction(t testing.TB, h *Harness) {
 	}
 	if h.FailCommit != nil {
 		// The transaction cannot commit: the record must not be left
-		// without the effect.
-		_, _, err := e.guard.Do(ctx, req("s", "doomed", "fp"), func(ctx context.Context) (idem.Result, error) {
-			if err := h.Effect(ctx, "doomed"); err != nil {
-				t.Errorf("effect: %v", err)
-			}
-			if err := h.FailCommit(ctx); err != nil {
-				t.Errorf("FailCommit: %v", err)
-			}
-			return idem.Result{Status: 201}, nil
-		})
-		if err == nil {
-			t.Errorf("Do whose transaction cannot commit: nil error")
+		// without the effect, and the failure is the work's, not a
+		// conflict with a record that does not exist.
+		now := e.clock.Now()
+		tx := e.begin(t, "doomed", now)
+		tctx := idem.WithTx(ctx, tx)
+		if err := h.Effect(tctx, "doomed"); err != nil {
+			_ = tx.Rollback(ctx)
+			t.Fatalf("effect: %v", err)
+		}
+		if err := h.FailCommit(tctx); err != nil {
+			_ = tx.Rollback(ctx)
+			t.Fatalf("FailCommit: %v", err)
+		}
+		err := tx.Commit(ctx, &idem.CommitParams{Record: record("doomed", "fp", now, testTTL), Now: now})
+		_ = tx.Rollback(ctx)
+		switch {
+		case err == nil:
+			t.Errorf("Commit of a transaction that cannot commit: nil error")
+		case errors.Is(err, idem.ErrConflict):
+			t.Errorf("Commit failed for the work's own reason and calls it ErrConflict, which means a live record of the key: %v", err)
 		}
 		if n := e.effects(t, "doomed"); n != 0 {
 			t.Errorf("effects after the failed commit = %d, want 0", n)
@@ -301,7 +309,7 @@ func recordCommitsInTheEffectsTransaction(t testing.TB, h *Harness) {
 		assertNoRecord(t, e, "s", "doomed")
 		work, runs := e.work("doomed", idem.Result{Status: 201})
 		if _, replayed, err := e.guard.Do(ctx, req("s", "doomed", "fp"), work); err != nil || replayed || runs.get() != 1 {
-			t.Errorf("retry after the failed commit: replayed=%v runs=%d err=%v; want a fresh run (a record outlived its transaction)", replayed, runs.get(), err)
+			t.Errorf("Do after the failed commit: replayed=%v runs=%d err=%v; want a fresh run (a record outlived its transaction)", replayed, runs.get(), err)
 		}
 	}
 }

@@ -27,11 +27,11 @@ func TestConformanceReplayProbe(t *testing.T) {
 }
 
 // conformanceTables are the tables the harness writes to, in schema %[1]s:
-// effects, and doomed, whose deferred foreign key fails any COMMIT of a
-// transaction that inserted into it.
+// effects, and doomed, whose deferred unique constraint fails the COMMIT
+// of a transaction that inserted one id twice (a unique violation that
+// must not be taken for the record's).
 const conformanceTables = `CREATE TABLE IF NOT EXISTS %[1]s.effects (name text NOT NULL);
-CREATE TABLE IF NOT EXISTS %[1]s.doomed_parent (id int PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS %[1]s.doomed (parent int REFERENCES %[1]s.doomed_parent DEFERRABLE INITIALLY DEFERRED)`
+CREATE TABLE IF NOT EXISTS %[1]s.doomed (id int UNIQUE DEFERRABLE INITIALLY DEFERRED)`
 
 // plantRecord commits a record of the key from outside the key's lock.
 const plantRecord = `INSERT INTO idem_records (scope, key, fingerprint, state, status, body, created_at, expires_at)
@@ -112,7 +112,7 @@ func conformanceHarness(base *pgstore.Config) storetest.Harness {
 			return execTx(ctx, string(end))
 		},
 		FailCommit: func(ctx context.Context) error {
-			return execTx(ctx, `INSERT INTO doomed (parent) VALUES (1)`)
+			return execTx(ctx, `INSERT INTO doomed (id) VALUES (1), (1)`)
 		},
 	}
 }
