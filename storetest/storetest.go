@@ -48,18 +48,18 @@ type Harness struct {
 	// excludes every other writer (SQLite) writes rec through the Tx's own
 	// handle instead, as if it had been committed just before the
 	// transaction began, and returns throughTx true: rec then goes when
-	// the Tx rolls back.
+	// the Tx rolls back. Optional.
 	PlantRecord func(ctx context.Context, s idem.Store, rec *idem.Record) (throughTx bool, err error)
 
 	// EndTx ends the transaction that ctx carries behind the store's back,
-	// through its handle, the way a careless work could (see TxEnd). Leave
-	// it nil when a work cannot end its transaction.
+	// through its handle, the way a careless work could (see TxEnd).
+	// Optional: leave it nil when a work cannot end its transaction.
 	EndTx func(ctx context.Context, end TxEnd) error
 
 	// FailCommit writes, through the transaction that ctx carries, a
 	// change that makes the transaction fail when it commits although
 	// every statement before succeeded: a row that breaks a deferred
-	// constraint.
+	// constraint. Optional.
 	FailCommit func(ctx context.Context) error
 }
 
