@@ -15,17 +15,18 @@ import (
 // Callers is how many goroutines the duplicate storm uses.
 const Callers = 50
 
-var _ = register(testCase{name: "ConcurrentDuplicatesRunOnceAndAreRefusedAtOnce", serial: true, run: func(t *testing.T, h *Harness) {
-	// E2, E3: many callers with one key at once: the work runs exactly once;
-	// every other caller is answered while the first is still running (the
-	// work blocks until they all have answered), with ErrInFlight.
+func concurrentDuplicatesRunOnceAndAreRefusedAtOnce(t testing.TB, h *Harness) {
+	// The work blocks until every other caller has been answered.
 	e := setup(t, h)
 	release := make(chan struct{})
 	var once sync.Once
 	runs := &counter{}
+	twice := make(chan struct{}) // closed when a second run starts
 	want := idem.Result{Status: 201, Body: []byte("once")}
 	work := func(ctx context.Context) (idem.Result, error) {
-		runs.add()
+		if runs.add() == 2 {
+			close(twice)
+		}
 		if err := e.h.Effect(ctx, "storm"); err != nil {
 			return idem.Result{}, err
 		}
@@ -66,6 +67,10 @@ var _ = register(testCase{name: "ConcurrentDuplicatesRunOnceAndAreRefusedAtOnce"
 			default:
 				t.Errorf("answer while the work runs: replayed=%v err=%v, want ErrInFlight", a.replayed, a.err)
 			}
+		case <-twice:
+			once.Do(func() { close(release) })
+			wg.Wait()
+			t.Fatalf("the work started a second time while its first run was still going: the key's lock did not exclude a duplicate")
 		case <-deadline:
 			once.Do(func() { close(release) })
 			wg.Wait()
@@ -93,11 +98,9 @@ var _ = register(testCase{name: "ConcurrentDuplicatesRunOnceAndAreRefusedAtOnce"
 		t.Fatalf("retry after the storm: replayed=%v err=%v, want a replay", replayed, err)
 	}
 	assertResult(t, got, want)
-}})
+}
 
-var _ = register(testCase{name: "ConcurrentRetriesAfterCompletionAllReplay", serial: true, run: func(t *testing.T, h *Harness) {
-	// E2, E4: once a key has completed, any number of concurrent retries
-	// replay it; none runs the work.
+func concurrentRetriesAfterCompletionAllReplay(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	work, runs := e.work("replays", idem.Result{Status: 200, Body: []byte("r")})
 	if _, _, err := e.guard.Do(context.Background(), req("s", "k", "fp"), work); err != nil {
@@ -124,11 +127,9 @@ var _ = register(testCase{name: "ConcurrentRetriesAfterCompletionAllReplay", ser
 	if n := runs.get(); n != 1 {
 		t.Errorf("work ran %d times, want 1", n)
 	}
-}})
+}
 
-var _ = register(testCase{name: "ManyKeysConcurrentlyEachRunOnce", serial: true, run: func(t *testing.T, h *Harness) {
-	// E2: concurrent first calls on different keys all execute, each once,
-	// and each records its own result.
+func manyKeysConcurrentlyEachRunOnce(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	const keys = 20
 	var wg sync.WaitGroup
@@ -166,13 +167,11 @@ var _ = register(testCase{name: "ManyKeysConcurrentlyEachRunOnce", serial: true,
 			t.Errorf("key-%d: effects = %d, want 1", i, n)
 		}
 	}
-}})
+}
 
-var _ = register(testCase{name: "WorkRunsOnceWhileRetriesRace", serial: true, run: func(t *testing.T, h *Harness) {
-	// E2, E3: callers that keep retrying a key while its first execution
-	// completes never run the work a second time, not even one whose effect
-	// would be rolled back: a retry that arrives as the record commits is
-	// answered from it.
+func workRunsOnceWhileRetriesRace(t testing.TB, h *Harness) {
+	// Not even a second run whose effect would be rolled back is allowed:
+	// a retry that arrives as the record commits is answered from it.
 	e := setup(t, h)
 	const rounds, callers = 40, 8
 	for round := range rounds {
@@ -223,4 +222,4 @@ var _ = register(testCase{name: "WorkRunsOnceWhileRetriesRace", serial: true, ru
 			t.Fatalf("%s: effects = %d, want 1", key, n)
 		}
 	}
-}})
+}

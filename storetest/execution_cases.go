@@ -1,19 +1,14 @@
 package storetest
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"maps"
-	"slices"
 	"testing"
 
 	"github.com/idemkit/idem"
 )
 
-var _ = register(testCase{name: "FirstExecutionRunsOnceAndRecords", run: func(t *testing.T, h *Harness) {
-	// E1: the first call runs the work once; its effect and its result
-	// commit together.
+func firstExecutionRunsOnceAndRecords(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	want := idem.Result{Status: 201, Header: map[string][]string{"Content-Type": {"application/json"}}, Body: []byte(`{"id":1}`)}
 	work, runs := e.work("first", want)
@@ -44,11 +39,9 @@ var _ = register(testCase{name: "FirstExecutionRunsOnceAndRecords", run: func(t 
 		}
 		assertResult(t, rec.Result, want)
 	}
-}})
+}
 
-var _ = register(testCase{name: "RetryReplaysIdenticalResultWithoutRunning", run: func(t *testing.T, h *Harness) {
-	// E4: a retry of a completed key returns the original result byte for
-	// byte and does not run the work.
+func retryReplaysIdenticalResultWithoutRunning(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	body := make([]byte, 256)
 	for i := range body {
@@ -79,11 +72,9 @@ var _ = register(testCase{name: "RetryReplaysIdenticalResultWithoutRunning", run
 	if n := e.effects(t, "replay"); n != 1 {
 		t.Errorf("effects = %d, want 1", n)
 	}
-}})
+}
 
-var _ = register(testCase{name: "EmptyResultReplays", run: func(t *testing.T, h *Harness) {
-	// E4: a result with no status, headers or body is recorded and
-	// replayed too ("already processed" is never an answer).
+func emptyResultReplays(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	work, runs := e.work("empty", idem.Result{})
 	for i := range 2 {
@@ -99,11 +90,9 @@ var _ = register(testCase{name: "EmptyResultReplays", run: func(t *testing.T, h 
 	if n := runs.get(); n != 1 {
 		t.Errorf("work ran %d times, want 1", n)
 	}
-}})
+}
 
-var _ = register(testCase{name: "MismatchNeitherRunsNorReplays", run: func(t *testing.T, h *Harness) {
-	// E5: the same key with another fingerprint is rejected; the work does
-	// not run and the record is untouched.
+func mismatchNeitherRunsNorReplays(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	want := idem.Result{Status: 201, Body: []byte("original")}
 	work, runs := e.work("mismatch", want)
@@ -132,13 +121,11 @@ var _ = register(testCase{name: "MismatchNeitherRunsNorReplays", run: func(t *te
 	if n := runs.get(); n != 1 {
 		t.Errorf("work ran %d times, want 1", n)
 	}
-}})
+}
 
 var errWork = errors.New("storetest: the work failed")
 
-var _ = register(testCase{name: "WorkErrorRollsBackAndRecordsNothing", run: func(t *testing.T, h *Harness) {
-	// E1, E6: the work returns an error after writing its effect: the effect
-	// is rolled back, nothing is recorded, and a retry runs the work.
+func workErrorRollsBackAndRecordsNothing(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	failing := func(ctx context.Context) (idem.Result, error) {
 		if err := e.h.Effect(ctx, "fails"); err != nil {
@@ -167,11 +154,9 @@ var _ = register(testCase{name: "WorkErrorRollsBackAndRecordsNothing", run: func
 	if n := e.effects(t, "fails"); n != 1 {
 		t.Errorf("effects after the retry = %d, want 1", n)
 	}
-}})
+}
 
-var _ = register(testCase{name: "WorkPanicRollsBackAndRecordsNothing", run: func(t *testing.T, h *Harness) {
-	// E1, E6: a panic in the work rolls back the effect, records nothing,
-	// reaches the caller, and leaves the key free for the retry.
+func workPanicRollsBackAndRecordsNothing(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	func() {
 		defer func() {
@@ -197,11 +182,9 @@ var _ = register(testCase{name: "WorkPanicRollsBackAndRecordsNothing", run: func
 	if n := runs.get(); n != 1 {
 		t.Errorf("retry ran the work %d times, want 1", n)
 	}
-}})
+}
 
-var _ = register(testCase{name: "ScopesAreIndependent", run: func(t *testing.T, h *Harness) {
-	// K2: the same key in two scopes names two independent calls; one scope
-	// never receives the other's result, nor a mismatch caused by it.
+func scopesAreIndependent(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	workA, runsA := e.work("scope-a", idem.Result{Status: 201, Body: []byte("A")})
 	workB, runsB := e.work("scope-b", idem.Result{Status: 201, Body: []byte("B")})
@@ -224,78 +207,9 @@ var _ = register(testCase{name: "ScopesAreIndependent", run: func(t *testing.T, 
 	if got, replayed, err := e.guard.Do(context.Background(), req("alice", "same", "fp-1"), workA); err != nil || !replayed || string(got.Body) != "A" {
 		t.Errorf("alice retry: body=%q replayed=%v err=%v, want replay of A", got.Body, replayed, err)
 	}
-}})
-
-var _ = register(testCase{name: "RollbackReleasesTheKey", run: func(t *testing.T, h *Harness) {
-	// E3 (store contract): Begin try-locks the key; a second Begin is
-	// refused with ErrInFlight at once; Rollback frees the key, and is safe
-	// to call twice.
-	e := setup(t, h)
-	ctx := context.Background()
-	p := &idem.BeginParams{Scope: "s", Key: "k", Now: e.clock.Now()}
-	rec, tx, err := e.store.Begin(ctx, p)
-	if err != nil || rec != nil || tx == nil {
-		t.Fatalf("Begin: rec=%v tx=%v err=%v, want an open tx", rec, tx, err)
-	}
-	if _, tx2, err := e.store.Begin(ctx, p); !errors.Is(err, idem.ErrInFlight) {
-		if tx2 != nil {
-			_ = tx2.Rollback(ctx)
-		}
-		t.Fatalf("second Begin: err = %v, want ErrInFlight", err)
-	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatalf("Rollback: %v", err)
-	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Errorf("second Rollback: %v, want nil", err)
-	}
-	rec, tx, err = e.store.Begin(ctx, p)
-	if err != nil || rec != nil || tx == nil {
-		t.Fatalf("Begin after Rollback: rec=%v tx=%v err=%v, want an open tx", rec, tx, err)
-	}
-	if err := tx.Commit(ctx, &idem.CommitParams{Record: &idem.Record{Scope: "s", Key: "k", Fingerprint: "fp", State: idem.StateCompleted, CreatedAt: p.Now, ExpiresAt: p.Now.Add(testTTL)}, Now: p.Now}); err != nil {
-		t.Fatalf("Commit: %v", err)
-	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Errorf("Rollback after Commit: %v, want nil", err)
-	}
-	rec, tx, err = e.store.Begin(ctx, p)
-	if err != nil || rec == nil || tx != nil {
-		t.Fatalf("Begin after Commit: rec=%v tx=%v err=%v, want the record and no tx", rec, tx, err)
-	}
-}})
-
-func assertResult(t *testing.T, got, want idem.Result) {
-	t.Helper()
-	if got.Status != want.Status {
-		t.Errorf("status = %d, want %d", got.Status, want.Status)
-	}
-	if !bytes.Equal(got.Body, want.Body) {
-		t.Errorf("body = %q, want %q", got.Body, want.Body)
-	}
-	if len(got.Header) != 0 || len(want.Header) != 0 {
-		if !maps.EqualFunc(got.Header, want.Header, slices.Equal[[]string]) {
-			t.Errorf("header = %v, want %v", got.Header, want.Header)
-		}
-	}
 }
 
-func assertNoRecord(t *testing.T, e *env, scope, key string) {
-	t.Helper()
-	in, ok := e.store.(idem.Inspector)
-	if !ok {
-		return
-	}
-	rec, err := in.Lookup(context.Background(), &idem.LookupParams{Scope: scope, Key: key})
-	if !errors.Is(err, idem.ErrNotFound) {
-		t.Errorf("Lookup(%q, %q) = %+v, %v; want ErrNotFound", scope, key, rec, err)
-	}
-}
-
-var _ = register(testCase{name: "CommitsWhenCallerGivesUpAfterWork", run: func(t *testing.T, h *Harness) {
-	// E1, E4: a caller that gives up (its ctx is cancelled) after the work
-	// has written its effect still gets that effect committed with its
-	// result, so the retry it will send is a replay and not a second run.
+func commitsWhenCallerGivesUpAfterWork(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	want := idem.Result{Status: 201, Body: []byte("done")}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -320,4 +234,4 @@ var _ = register(testCase{name: "CommitsWhenCallerGivesUpAfterWork", run: func(t
 	if n := runs.get(); n != 1 {
 		t.Errorf("work ran %d times, want 1", n)
 	}
-}})
+}

@@ -9,10 +9,8 @@ import (
 	"github.com/idemkit/idem"
 )
 
-var _ = register(testCase{name: "ExpiredRecordBehavesAsNew", run: func(t *testing.T, h *Harness) {
-	// E7: a record is replayed until it expires; from its expiry on, the
-	// key behaves as new, also with another fingerprint. The clock is
-	// injected; nothing sleeps.
+func expiredRecordBehavesAsNew(t testing.TB, h *Harness) {
+	// The clock is injected: nothing sleeps.
 	e := setup(t, h)
 	first, firstRuns := e.work("expiry", idem.Result{Status: 201, Body: []byte("first")})
 	if _, _, err := e.guard.Do(context.Background(), req("s", "k", "fp-1"), first); err != nil {
@@ -37,10 +35,9 @@ var _ = register(testCase{name: "ExpiredRecordBehavesAsNew", run: func(t *testin
 	if got, replayed, err := e.guard.Do(context.Background(), req("s", "k", "fp-2"), second); err != nil || !replayed || string(got.Body) != "second" {
 		t.Errorf("retry of the new execution: body=%q replayed=%v err=%v, want a replay of the new record", got.Body, replayed, err)
 	}
-}})
+}
 
-var _ = register(testCase{name: "RequestTTLOverridesDefault", run: func(t *testing.T, h *Harness) {
-	// E7: the expiry is configurable per call.
+func requestTTLOverridesDefault(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	work, runs := e.work("ttl", idem.Result{Status: 200})
 	r := req("s", "k", "fp")
@@ -55,11 +52,9 @@ var _ = register(testCase{name: "RequestTTLOverridesDefault", run: func(t *testi
 	if n := runs.get(); n != 2 {
 		t.Errorf("runs = %d, want 2", n)
 	}
-}})
+}
 
-var _ = register(testCase{name: "SweepDeletesOnlyExpiredRecords", run: func(t *testing.T, h *Harness) {
-	// E7: the sweeper deletes expired records in bounded batches and never a
-	// live one.
+func sweepDeletesOnlyExpiredRecords(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	del, ok := e.store.(idem.ExpiredDeleter)
 	if !ok {
@@ -76,6 +71,12 @@ var _ = register(testCase{name: "SweepDeletesOnlyExpiredRecords", run: func(t *t
 	// Now keys k00..k09 are older than the TTL minus 15 minutes; move the
 	// clock so that exactly the first 12 have expired.
 	e.clock.Advance(testTTL - n*time.Minute + 11*time.Minute)
+	// One batch deletes as many as its Limit allows: the Sweeper takes a
+	// short batch to mean that none are left.
+	first, err := del.DeleteExpired(context.Background(), &idem.DeleteExpiredParams{Now: e.clock.Now(), Limit: 5})
+	if err != nil || first != 5 {
+		t.Errorf("DeleteExpired with Limit 5 and 12 expired records = %d, %v; want 5", first, err)
+	}
 	sw, err := idem.NewSweeper(del, &idem.SweeperConfig{BatchSize: 5, Now: e.clock.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -84,8 +85,8 @@ var _ = register(testCase{name: "SweepDeletesOnlyExpiredRecords", run: func(t *t
 	if err != nil {
 		t.Fatalf("Sweep: %v", err)
 	}
-	if deleted != 12 {
-		t.Errorf("Sweep deleted %d, want 12", deleted)
+	if deleted+first != 12 {
+		t.Errorf("DeleteExpired then Sweep deleted %d and %d, want 12 in all", first, deleted)
 	}
 	if again, err := sw.Sweep(context.Background()); err != nil || again != 0 {
 		t.Errorf("second Sweep = %d, %v; want 0, nil", again, err)
@@ -104,4 +105,4 @@ var _ = register(testCase{name: "SweepDeletesOnlyExpiredRecords", run: func(t *t
 			}
 		}
 	}
-}})
+}

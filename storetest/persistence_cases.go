@@ -21,9 +21,7 @@ const (
 	crashKey      = "crash-key"
 )
 
-var _ = register(testCase{name: "RecordSurvivesReopen", persistent: true, run: func(t *testing.T, h *Harness) {
-	// E1 (durability): a committed record and its effect survive closing
-	// and reopening the store, and are replayed afterwards.
+func recordSurvivesReopen(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	want := idem.Result{Status: 201, Header: map[string][]string{"Location": {"/x/1"}}, Body: []byte("kept")}
 	work, runs := e.work("reopen", want)
@@ -43,12 +41,10 @@ var _ = register(testCase{name: "RecordSurvivesReopen", persistent: true, run: f
 	if n := e.effects(t, "reopen"); n != 1 {
 		t.Errorf("effects = %d, want 1", n)
 	}
-}})
+}
 
-var _ = register(testCase{name: "KilledInsideWorkLeavesNeitherEffectNorKey", persistent: true, serial: true, run: func(t *testing.T, h *Harness) {
-	// E1, E3: a process killed with SIGKILL inside the work, after its
-	// effect was written and before commit, leaves neither the effect nor
-	// the key; the key is not stuck in flight; the retry runs the work once.
+func killedInsideWorkLeavesNeitherEffectNorKey(t testing.TB, h *Harness) {
+	// The child writes its effect inside the work and is killed there.
 	e := setup(t, h)
 	top, _, _ := strings.Cut(t.Name(), "/")
 	cmd := exec.Command(os.Args[0], "-test.run=^"+regexp.QuoteMeta(top)+"$", "-test.count=1")
@@ -115,7 +111,7 @@ var _ = register(testCase{name: "KilledInsideWorkLeavesNeitherEffectNorKey", per
 	if n := e.effects(t, "crash"); n != 1 {
 		t.Errorf("effects after the retry = %d, want 1", n)
 	}
-}})
+}
 
 // runCrashChild is the child side of the crash case: it opens the store,
 // writes the effect inside the work, announces it and waits to be killed.

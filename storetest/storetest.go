@@ -1,49 +1,27 @@
-// Package storetest is the conformance suite that every idem.Store runs.
-//
-// A store package calls Run from one of its tests with a Harness that says
-// how to open the store and how to write and count a test effect through
-// the store's transaction:
-//
-//	func TestConformance(t *testing.T) {
-//		storetest.Run(t, storetest.Harness{
-//			NewLocation:  func(t *testing.T) string { return filepath.Join(t.TempDir(), "idem.db") },
-//			Open:         openStore,
-//			Close:        func(s idem.Store) error { return s.(*mystore.Store).Close() },
-//			Persistent:   true,
-//			Effect:       writeEffect,
-//			CountEffects: countEffects,
-//		})
-//	}
-//
-// Each case is a subtest named after what it checks and cites the rule of
-// the contract (K…, E… in the design brief) it enforces. The cases for
-// persistent stores re-open the store and kill a child process with SIGKILL
-// in the middle of the work; the child is the test binary itself, started
-// with -test.run naming the test that called Run, so Run must be called
-// from a top-level test (not from inside t.Run).
 package storetest
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/idemkit/idem"
 )
 
-// Harness tells the suite how to drive one store implementation.
+// Harness tells the suite how to drive one store implementation. The
+// fields up to CountEffects say how to open the store and how to write and
+// count a test effect; the hooks after them let the suite break the
+// transaction in ways only the store's own driver can, and each is
+// optional: the cases that need a missing hook are skipped.
 type Harness struct {
 	// NewLocation returns a fresh, empty location for one test case (a
 	// file path, a schema name) and registers its own clean-up with t.
 	// Required.
-	NewLocation func(t *testing.T) string
+	NewLocation func(t testing.TB) string
 
 	// Open opens the store at location, creating what it needs (including
-	// the table that Effect writes to). Required.
+	// the tables that Effect and FailCommit write to). Required.
 	Open func(ctx context.Context, location string) (idem.Store, error)
 
 	// Close closes a store returned by Open. Optional.
@@ -61,7 +39,45 @@ type Harness struct {
 	// CountEffects returns how many committed effect rows called name s
 	// holds. Required.
 	CountEffects func(ctx context.Context, s idem.Store, name string) (int, error)
+
+	// PlantRecord writes rec into s's records, replacing any record of its
+	// key, the way a writer that bypassed the key's lock would, while ctx
+	// carries (see idem.TxFrom) an open Tx that holds that lock. A store
+	// that lets other connections write meanwhile commits rec from one of
+	// them and returns throughTx false. A store whose open transaction
+	// excludes every other writer (SQLite) writes rec through the Tx's own
+	// handle instead, as if it had been committed just before the
+	// transaction began, and returns throughTx true: rec then goes when
+	// the Tx rolls back. Optional.
+	PlantRecord func(ctx context.Context, s idem.Store, rec *idem.Record) (throughTx bool, err error)
+
+	// EndTx ends the transaction that ctx carries behind the store's back,
+	// through its handle, the way a careless work could (see TxEnd).
+	// Optional: leave it nil when a work cannot end its transaction.
+	EndTx func(ctx context.Context, end TxEnd) error
+
+	// FailCommit writes, through the transaction that ctx carries, a
+	// change that makes the transaction fail when it commits although
+	// every statement before succeeded: a row that breaks a deferred
+	// constraint. Optional.
+	FailCommit func(ctx context.Context) error
 }
+
+// TxEnd is how a work ends its transaction behind the store's back. Each
+// value is also the SQL that does it, for harnesses of SQL stores to Exec
+// through the handle.
+type TxEnd string
+
+// The ways a work can end its transaction itself.
+const (
+	EndRollback      TxEnd = "ROLLBACK"
+	EndCommit        TxEnd = "COMMIT"
+	EndRollbackBegin TxEnd = "ROLLBACK; BEGIN" // then a new transaction on the same connection
+	EndCommitBegin   TxEnd = "COMMIT; BEGIN"
+)
+
+// txEnds lists every TxEnd, in the order the suite tries them.
+var txEnds = []TxEnd{EndRollback, EndCommit, EndRollbackBegin, EndCommitBegin}
 
 func (h *Harness) validate() error {
 	switch {
@@ -77,15 +93,19 @@ func (h *Harness) validate() error {
 	return nil
 }
 
-// Run runs the conformance suite against the store h describes.
+// Run runs the conformance suite against the store h describes, each case
+// as a subtest of t named after it. A failing case ends with the rule of
+// the contract the store broke, in words. Call Run from a top-level test
+// (see the package documentation).
 func Run(t *testing.T, h Harness) {
+	t.Helper()
 	if err := h.validate(); err != nil {
 		t.Fatal(err)
 	}
 	if loc := os.Getenv(crashChildEnv); loc != "" {
 		runCrashChild(h, loc) // never returns
 	}
-	for _, c := range cases {
+	for _, c := range suite {
 		if c.persistent && !h.Persistent {
 			continue
 		}
@@ -93,131 +113,7 @@ func Run(t *testing.T, h Harness) {
 			if !c.serial {
 				t.Parallel()
 			}
-			c.run(t, &h)
+			c.check(t, &h)
 		})
 	}
-}
-
-type testCase struct {
-	name       string
-	persistent bool // runs only for persistent stores
-	serial     bool // starts processes or holds many connections
-	run        func(t *testing.T, h *Harness)
-}
-
-// cases is filled by the files that define them, one concept a file.
-var cases []testCase
-
-func register(c testCase) bool {
-	cases = append(cases, c)
-	return true
-}
-
-// clock is an injected clock for idem.Config.Now.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock {
-	return &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// env is one test case's store, guard and clock.
-type env struct {
-	h        *Harness
-	location string
-	store    idem.Store
-	guard    *idem.Guard
-	clock    *clock
-}
-
-const testTTL = time.Hour
-
-func setup(t *testing.T, h *Harness) *env {
-	t.Helper()
-	e := &env{h: h, location: h.NewLocation(t), clock: newClock()}
-	e.open(t)
-	return e
-}
-
-func (e *env) open(t *testing.T) {
-	t.Helper()
-	s, err := e.h.Open(context.Background(), e.location)
-	if err != nil {
-		t.Fatalf("Open(%q): %v", e.location, err)
-	}
-	g, err := idem.New(s, &idem.Config{TTL: testTTL, Now: e.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.store, e.guard = s, g
-	if e.h.Close != nil {
-		t.Cleanup(func() { _ = e.h.Close(s) })
-	}
-}
-
-func (e *env) close(t *testing.T) {
-	t.Helper()
-	if e.h.Close == nil {
-		return
-	}
-	if err := e.h.Close(e.store); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-}
-
-func (e *env) effects(t *testing.T, name string) int {
-	t.Helper()
-	n, err := e.h.CountEffects(context.Background(), e.store, name)
-	if err != nil {
-		t.Fatalf("CountEffects(%q): %v", name, err)
-	}
-	return n
-}
-
-// work returns a Work that writes the effect name and returns res, and a
-// counter of its runs.
-func (e *env) work(name string, res idem.Result) (idem.Work, *counter) {
-	c := &counter{}
-	return func(ctx context.Context) (idem.Result, error) {
-		c.add()
-		if err := e.h.Effect(ctx, name); err != nil {
-			return idem.Result{}, fmt.Errorf("effect: %w", err)
-		}
-		return res, nil
-	}, c
-}
-
-type counter struct {
-	mu sync.Mutex
-	n  int
-}
-
-func (c *counter) add() {
-	c.mu.Lock()
-	c.n++
-	c.mu.Unlock()
-}
-
-func (c *counter) get() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
-}
-
-func req(scope, key, fp string) idem.Request {
-	return idem.Request{Scope: scope, Key: key, Fingerprint: fp}
 }

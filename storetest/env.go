@@ -1,0 +1,209 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// clock is an injected clock for idem.Config.Now.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock {
+	return &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// env is one test case's store, guard and clock.
+type env struct {
+	h        *Harness
+	location string
+	store    idem.Store
+	guard    *idem.Guard
+	clock    *clock
+}
+
+const testTTL = time.Hour
+
+func setup(t testing.TB, h *Harness) *env {
+	t.Helper()
+	e := &env{h: h, location: h.NewLocation(t), clock: newClock()}
+	e.open(t)
+	return e
+}
+
+func (e *env) open(t testing.TB) {
+	t.Helper()
+	s, err := e.h.Open(context.Background(), e.location)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", e.location, err)
+	}
+	g, err := idem.New(s, &idem.Config{TTL: testTTL, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.store, e.guard = s, g
+	if e.h.Close != nil {
+		t.Cleanup(func() { _ = e.h.Close(s) })
+	}
+}
+
+func (e *env) close(t testing.TB) {
+	t.Helper()
+	if e.h.Close == nil {
+		return
+	}
+	if err := e.h.Close(e.store); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+func (e *env) effects(t testing.TB, name string) int {
+	t.Helper()
+	n, err := e.h.CountEffects(context.Background(), e.store, name)
+	if err != nil {
+		t.Fatalf("CountEffects(%q): %v", name, err)
+	}
+	return n
+}
+
+// work returns a Work that writes the effect name and returns res, and a
+// counter of its runs.
+func (e *env) work(name string, res idem.Result) (idem.Work, *counter) {
+	c := &counter{}
+	return func(ctx context.Context) (idem.Result, error) {
+		c.add()
+		if err := e.h.Effect(ctx, name); err != nil {
+			return idem.Result{}, fmt.Errorf("effect: %w", err)
+		}
+		return res, nil
+	}, c
+}
+
+// begin calls Begin for (s, key) at now and fails the test unless it
+// opens a Tx.
+func (e *env) begin(t testing.TB, key string, now time.Time) idem.Tx {
+	t.Helper()
+	rec, tx, err := e.store.Begin(context.Background(), &idem.BeginParams{Scope: "s", Key: key, Now: now})
+	if err != nil || rec != nil || tx == nil {
+		if tx != nil {
+			_ = tx.Rollback(context.Background())
+		}
+		t.Fatalf("Begin(%q) at %v: record=%v tx=%v err=%v; want no record and an open Tx", key, now, rec, tx, err)
+	}
+	return tx
+}
+
+// commit begins (s, key) at now and commits rec through the store alone,
+// without an effect.
+func (e *env) commit(t testing.TB, rec *idem.Record, now time.Time) {
+	t.Helper()
+	tx := e.begin(t, rec.Key, now)
+	if err := tx.Commit(context.Background(), &idem.CommitParams{Record: rec, Now: now}); err != nil {
+		t.Fatalf("Commit(%q) at %v: %v", rec.Key, now, err)
+	}
+}
+
+// lookup returns the stored record of (s, key), nil when there is none,
+// and false when the store is not an idem.Inspector.
+func (e *env) lookup(t testing.TB, key string) (*idem.Record, bool) {
+	t.Helper()
+	in, ok := e.store.(idem.Inspector)
+	if !ok {
+		return nil, false
+	}
+	rec, err := in.Lookup(context.Background(), &idem.LookupParams{Scope: "s", Key: key})
+	switch {
+	case errors.Is(err, idem.ErrNotFound):
+		return nil, true
+	case err != nil:
+		t.Fatalf("Lookup(%q): %v", key, err)
+	case rec == nil:
+		t.Fatalf("Lookup(%q) = nil, nil; want a record or ErrNotFound", key)
+	}
+	return rec, true
+}
+
+// record returns a completed record of (s, key) created at now that lives
+// for ttl.
+func record(key, fingerprint string, now time.Time, ttl time.Duration) *idem.Record {
+	return &idem.Record{
+		Scope: "s", Key: key, Fingerprint: fingerprint, State: idem.StateCompleted,
+		Result:    idem.Result{Status: 201, Body: []byte(fingerprint)},
+		CreatedAt: now, ExpiresAt: now.Add(ttl),
+	}
+}
+
+type counter struct {
+	mu sync.Mutex
+	n  int
+}
+
+// add counts one more and returns the count.
+func (c *counter) add() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	return c.n
+}
+
+func (c *counter) get() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+func req(scope, key, fp string) idem.Request {
+	return idem.Request{Scope: scope, Key: key, Fingerprint: fp}
+}
+
+func assertResult(t testing.TB, got, want idem.Result) {
+	t.Helper()
+	if got.Status != want.Status {
+		t.Errorf("status = %d, want %d", got.Status, want.Status)
+	}
+	if !bytes.Equal(got.Body, want.Body) {
+		t.Errorf("body = %q, want %q", got.Body, want.Body)
+	}
+	if len(got.Header) != 0 || len(want.Header) != 0 {
+		if !maps.EqualFunc(got.Header, want.Header, slices.Equal[[]string]) {
+			t.Errorf("header = %v, want %v", got.Header, want.Header)
+		}
+	}
+}
+
+// assertNoRecord checks that (scope, key) has no record, when the store is
+// an idem.Inspector.
+func assertNoRecord(t testing.TB, e *env, scope, key string) {
+	t.Helper()
+	in, ok := e.store.(idem.Inspector)
+	if !ok {
+		return
+	}
+	rec, err := in.Lookup(context.Background(), &idem.LookupParams{Scope: scope, Key: key})
+	if !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("Lookup(%q, %q) = %+v, %v; want ErrNotFound", scope, key, rec, err)
+	}
+}

@@ -1,0 +1,141 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/memstore"
+)
+
+// TestSuiteCatchesBrokenStores runs the suite against copies of the
+// reference store broken one way each, and checks that the case meant
+// for each defect fails.
+func TestSuiteCatchesBrokenStores(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		mutation mutation
+		caughtBy []string
+	}{
+		{recordAfterEffect, []string{"RecordCommitsInTheEffectsTransaction", "CommitMeetingALiveRecordConflicts"}},
+		{recordBeforeEffect, []string{"RecordCommitsInTheEffectsTransaction"}},
+		{upsertOverwritesLive, []string{"CommitMeetingALiveRecordConflicts", "CommitNeverReplacesARecordLiveAtItsNow"}},
+		{deleteByKeyThenInsert, []string{"CommitNeverDeletesALiveRecordThatReplacedAnExpiredOne"}},
+		{noTxCheck, []string{"WorkThatEndsItsTransactionRecordsNothing"}},
+		{refusedGetsExpired, []string{"RefusedCallerNeverGetsAnExpiredRecord"}},
+		{lockNeverRefuses, []string{"BeginLocksTheKeyUntilTheTxEnds", "ConcurrentDuplicatesRunOnceAndAreRefusedAtOnce"}},
+		{readBeforeLock, []string{"WorkRunsOnceWhileRetriesRace"}},
+		{unlockBeforeCommit, []string{"WorkRunsOnceWhileRetriesRace"}},
+		{rollbackAfterEndFails, []string{"RollbackAfterTheEndIsANoOp"}},
+		{lookupMissingIsNil, []string{"LookupOfAMissingRecordIsNotFound"}},
+		{expiredNeverReplaced, []string{"CommitReplacesAnExpiredRecord", "ExpiredRecordBehavesAsNew"}},
+		{expiryJudgedAtBegin, []string{"CommitNeverReplacesARecordLiveAtItsNow"}},
+		{failureIsConflict, []string{"RecordCommitsInTheEffectsTransaction"}},
+		{sweepIgnoresLimit, []string{"SweepDeletesOnlyExpiredRecords"}},
+		{sweepDeletesLive, []string{"SweepDeletesOnlyExpiredRecords"}},
+	} {
+		t.Run(string(tt.mutation), func(t *testing.T) {
+			t.Parallel()
+			out := runSuite(t, refHarness(tt.mutation))
+			for _, name := range tt.caughtBy {
+				o, ok := out[name]
+				switch {
+				case !ok:
+					t.Errorf("case %s did not run", name)
+				case !o.failed:
+					t.Errorf("case %s passed a store with the defect %s (skipped=%v)\n%s", name, tt.mutation, o.skipped, o.log)
+				case !strings.Contains(o.log, "the store breaks the rule: "+ruleOf(name)):
+					t.Errorf("case %s failed without stating its rule:\n%s", name, o.log)
+				}
+			}
+			t.Logf("failed cases: %s", strings.Join(failedCases(out), ", "))
+		})
+	}
+}
+
+// TestSuitePassesIntactStores runs the suite against the intact reference
+// store, with every hook, and against memstore through its exported API.
+func TestSuitePassesIntactStores(t *testing.T) {
+	t.Parallel()
+	t.Run("Reference", func(t *testing.T) {
+		t.Parallel()
+		out := runSuite(t, refHarness(intact))
+		for name, o := range out {
+			if o.failed || o.skipped {
+				t.Errorf("%s: failed=%v skipped=%v\n%s", name, o.failed, o.skipped, o.log)
+			}
+		}
+	})
+	t.Run("Memstore", func(t *testing.T) {
+		t.Parallel()
+		out := runSuite(t, memHarness())
+		for name, o := range out {
+			if o.failed {
+				t.Errorf("%s failed:\n%s", name, o.log)
+			}
+		}
+	})
+}
+
+func TestSuiteIsWellFormed(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for _, c := range suite {
+		switch {
+		case c.name == "" || seen[c.name]:
+			t.Errorf("case %q: the name is empty or not unique", c.name)
+		case c.run == nil:
+			t.Errorf("case %s has no run", c.name)
+		case !strings.Contains(c.rule, "docs/DESIGN.md") && !strings.Contains(c.rule, "the contract of idem."):
+			t.Errorf("case %s: the rule %q cites neither docs/DESIGN.md nor the idem contract", c.name, c.rule)
+		}
+		seen[c.name] = true
+	}
+}
+
+func ruleOf(name string) string {
+	for _, c := range suite {
+		if c.name == name {
+			return c.rule
+		}
+	}
+	return "no case " + name
+}
+
+func failedCases(out map[string]outcome) []string {
+	var names []string
+	for _, name := range slices.Sorted(maps.Keys(out)) {
+		if out[name].failed {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// memHarness drives memstore through its exported API alone: the cases
+// that need a hook are skipped (memstore's own test provides them).
+func memHarness() Harness {
+	return Harness{
+		NewLocation: func(testing.TB) string { return "" },
+		Open: func(context.Context, string) (idem.Store, error) {
+			return memstore.New(), nil
+		},
+		Effect: func(ctx context.Context, name string) error {
+			tx, ok := memstore.TxFrom(ctx)
+			if !ok {
+				return errors.New("no memstore transaction in the context")
+			}
+			n, _ := tx.Get(name)
+			tx.Set(name, n+"x")
+			return nil
+		},
+		CountEffects: func(_ context.Context, s idem.Store, name string) (int, error) {
+			v, _ := s.(*memstore.Store).Value(name)
+			return len(v), nil
+		},
+	}
+}
