@@ -20,6 +20,21 @@ type Config struct {
 
 	// MaxOpenConns bounds the connection pool. Defaults to 8.
 	MaxOpenConns int
+
+	// ReadOnly opens an existing database for reading, for tools such as
+	// idem inspect: no migration, no process lock (so it opens while the
+	// writing process runs), Lookup works, and Begin and DeleteExpired
+	// fail with ErrReadOnly. Open fails when the file is missing (it never
+	// creates one) and with ErrSchema when the file does not hold
+	// SchemaVersion. Defaults to false.
+	ReadOnly bool
+
+	// SkipMigrate opens an existing database for writing without creating
+	// or migrating the schema, for tools such as idem sweep. It takes the
+	// process lock like any writer. Open fails when the file is missing
+	// (it never creates one) and with ErrSchema when the file does not hold
+	// SchemaVersion. ReadOnly implies it. Defaults to false.
+	SkipMigrate bool
 }
 
 func (c *Config) withDefaults() (Config, error) {

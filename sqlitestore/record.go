@@ -29,6 +29,9 @@ func (s *Store) prepare(ctx context.Context) error {
 	if s.read, err = s.db.PrepareContext(ctx, selectRecord); err != nil {
 		return fmt.Errorf("sqlitestore: prepare: %w", err)
 	}
+	if s.cfg.ReadOnly {
+		return nil
+	}
 	if s.upsert, err = s.db.PrepareContext(ctx, upsertRecord); err != nil {
 		return fmt.Errorf("sqlitestore: prepare: %w", err)
 	}
@@ -42,9 +45,10 @@ func (s *Store) prepare(ctx context.Context) error {
 }
 
 // live returns the record for (scope, key) if it exists and has not expired
-// at now.
-func (s *Store) live(ctx context.Context, scope, key string, now time.Time) (*idem.Record, error) {
-	rec, err := s.lookup(ctx, scope, key)
+// at now, read through read (the store's prepared statement, or that
+// statement in a transaction).
+func live(ctx context.Context, read *sql.Stmt, scope, key string, now time.Time) (*idem.Record, error) {
+	rec, err := lookup(ctx, read, scope, key)
 	if errors.Is(err, idem.ErrNotFound) {
 		return nil, nil
 	}
@@ -57,13 +61,13 @@ func (s *Store) live(ctx context.Context, scope, key string, now time.Time) (*id
 	return rec, nil
 }
 
-func (s *Store) lookup(ctx context.Context, scope, key string) (*idem.Record, error) {
+func lookup(ctx context.Context, read *sql.Stmt, scope, key string) (*idem.Record, error) {
 	var (
 		rec            = idem.Record{Scope: scope, Key: key}
 		header         []byte
 		created, expis int64
 	)
-	err := s.read.QueryRowContext(ctx, scope, key).Scan(&rec.Fingerprint, &rec.State, &rec.Result.Status, &header, &rec.Result.Body, &created, &expis)
+	err := read.QueryRowContext(ctx, scope, key).Scan(&rec.Fingerprint, &rec.State, &rec.Result.Status, &header, &rec.Result.Body, &created, &expis)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, idem.ErrNotFound
 	}

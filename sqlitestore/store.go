@@ -4,23 +4,27 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net/url"
-	"path/filepath"
-	"strings"
+	"sync"
 
 	"github.com/idemkit/idem"
 )
 
 // Store is an idem.Store on a SQLite file. It is safe for concurrent use.
 type Store struct {
-	db    *sql.DB
-	path  string
-	file  *fileState
-	cfg   Config
-	owner bool
+	db   *sql.DB
+	path string     // the file SQLite opened: absolute, symlinks resolved
+	file *fileState // nil when read-only
+	cfg  Config
 
 	read, upsert       *sql.Stmt
 	savepoint, release *sql.Stmt
+
+	closeOnce sync.Once
+	closeErr  error
+
+	// commitHook, when set (by tests), runs just before COMMIT, standing
+	// for a COMMIT that hangs or fails.
+	commitHook func() error
 }
 
 var (
@@ -29,56 +33,21 @@ var (
 	_ idem.ExpiredDeleter = (*Store)(nil)
 )
 
-// Open opens (creating if needed) the SQLite database at path, migrates its
-// schema and returns the store. A nil cfg means defaults.
-func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
-	c, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	if path == "" || strings.ContainsAny(path, "?#") {
-		return nil, fmt.Errorf("sqlitestore: Open: bad database path %q", path)
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: Open: %w", err)
-	}
-	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", c.BusyTimeout.Milliseconds()))
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous("+c.Synchronous+")")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+abs+"?"+q.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: Open: %w", err)
-	}
-	db.SetMaxOpenConns(c.MaxOpenConns)
-	db.SetMaxIdleConns(c.MaxOpenConns)
-	s := &Store{db: db, path: abs, file: acquireFile(abs), cfg: c, owner: true}
-	err = s.migrate(ctx)
-	if err == nil {
-		err = s.prepare(ctx)
-	}
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	return s, nil
-}
-
 // DB returns the store's database, for the application's own schema and
 // reads. Writes that belong to an idempotent call go through TxFrom(ctx).
+// On a store opened with Config.ReadOnly, it is read-only too.
 func (s *Store) DB() *sql.DB { return s.db }
 
-// Close closes the database.
+// Close closes the database, then releases the file to other processes.
+// Calls after the first return the first one's result.
 func (s *Store) Close() error {
-	if !s.owner {
-		return nil
-	}
-	s.owner = false
-	releaseFile(s.path)
-	return s.db.Close()
+	s.closeOnce.Do(func() {
+		s.closeErr = s.db.Close()
+		if s.file != nil {
+			s.file.release()
+		}
+	})
+	return s.closeErr
 }
 
 // Begin implements idem.Store.
@@ -90,14 +59,23 @@ func (s *Store) Close() error {
 // has completed the key. A caller refused by the lock reads too: a live
 // record is final, and answering from it beats a spurious ErrInFlight.
 //
-// Across processes the (scope, key) primary key is the final arbiter: a
-// record committed by another process between the read and BEGIN IMMEDIATE
-// makes the upsert in Commit fail with idem.ErrConflict, the work's effect is
-// rolled back and the guard answers from that record.
+// The (scope, key) primary key stays the final arbiter: a record committed
+// between the read and BEGIN IMMEDIATE (by a commit whose caller gave up at
+// its deadline, or by another program writing the file) makes the upsert in
+// Commit fail with idem.ErrConflict, the work's effect is rolled back and
+// the guard answers from that record.
 func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, idem.Tx, error) {
+	if s.file == nil {
+		return nil, nil, fmt.Errorf("sqlitestore: Begin: %w", ErrReadOnly)
+	}
 	k := lockKey{p.Scope, p.Key}
 	locked := s.file.tryLock(k)
-	rec, err := s.live(ctx, p.Scope, p.Key, p.Now)
+	// A COMMIT that outlived its caller's deadline (see Tx.commit) may
+	// still write this key's record after the read below; if one is going
+	// on, the record is read again once BEGIN IMMEDIATE has waited for it.
+	// Loaded before the read: zero means any such COMMIT ended before it.
+	reread := locked && s.file.lateCommits.Load() > 0
+	rec, err := live(ctx, s.read, p.Scope, p.Key, p.Now)
 	switch {
 	case !locked && err == nil && rec == nil:
 		return nil, nil, idem.ErrInFlight
@@ -140,20 +118,39 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 		_ = conn.Close()
 		s.file.releaseWriter()
 		s.file.unlock(k)
+		if isBusy(err) {
+			// The write lock stayed with another connection for
+			// BusyTimeout: a COMMIT still going on after its caller's
+			// deadline, or another program writing the file.
+			return nil, nil, fmt.Errorf("%w: sqlitestore: begin: %w", idem.ErrUnavailable, err)
+		}
 		return nil, nil, fmt.Errorf("sqlitestore: begin: %w", err)
+	}
+	if reread {
+		rec, err := live(ctx, tx.StmtContext(ctx, s.read), p.Scope, p.Key, p.Now)
+		if err != nil || rec != nil {
+			_ = tx.Rollback()
+			_ = conn.Close()
+			s.file.releaseWriter()
+			s.file.unlock(k)
+			return rec, nil, err
+		}
 	}
 	return nil, &Tx{store: s, conn: conn, tx: tx, key: k}, nil
 }
 
 // Lookup implements idem.Inspector.
 func (s *Store) Lookup(ctx context.Context, p *idem.LookupParams) (*idem.Record, error) {
-	return s.lookup(ctx, p.Scope, p.Key)
+	return lookup(ctx, s.read, p.Scope, p.Key)
 }
 
 // DeleteExpired implements idem.ExpiredDeleter.
 func (s *Store) DeleteExpired(ctx context.Context, p *idem.DeleteExpiredParams) (int, error) {
 	if p.Limit <= 0 {
 		return 0, fmt.Errorf("sqlitestore: DeleteExpired: Limit must be positive, got %d", p.Limit)
+	}
+	if s.file == nil {
+		return 0, fmt.Errorf("sqlitestore: DeleteExpired: %w", ErrReadOnly)
 	}
 	if err := s.file.acquireWriter(ctx, s.cfg.BusyTimeout); err != nil {
 		return 0, err
