@@ -14,8 +14,10 @@ type Config struct {
 	Synchronous string
 
 	// BusyTimeout is how long a write waits for the database's write lock
-	// (held by another process, or by this one's writer slot) before the
-	// call fails with idem.ErrUnavailable. Defaults to 5 seconds.
+	// (held by another write of this process, by a COMMIT still going on
+	// past its caller's deadline, or by another program writing the file)
+	// before the call fails with idem.ErrUnavailable. Defaults to 5
+	// seconds.
 	BusyTimeout time.Duration
 
 	// MaxOpenConns bounds the connection pool. Defaults to 8.
