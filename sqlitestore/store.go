@@ -59,11 +59,13 @@ func (s *Store) Close() error {
 // has completed the key. A caller refused by the lock reads too: a live
 // record is final, and answering from it beats a spurious ErrInFlight.
 //
-// The (scope, key) primary key stays the final arbiter: a record committed
-// between the read and BEGIN IMMEDIATE (by a commit whose caller gave up at
-// its deadline, or by another program writing the file) makes the upsert in
-// Commit fail with idem.ErrConflict, the work's effect is rolled back and
-// the guard answers from that record.
+// While a COMMIT that outlived its caller's deadline goes on (see
+// Tx.Commit), the read is repeated inside the transaction, after BEGIN
+// IMMEDIATE has waited for that COMMIT to end. The (scope, key) primary key
+// stays the final arbiter: a record committed between the read and BEGIN
+// IMMEDIATE all the same (by another program writing the file) makes the
+// upsert in Commit fail with idem.ErrConflict, the work's effect is rolled
+// back and the guard answers from that record.
 func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, idem.Tx, error) {
 	if s.file == nil {
 		return nil, nil, fmt.Errorf("sqlitestore: Begin: %w", ErrReadOnly)

@@ -98,10 +98,15 @@ func (t *Tx) Rollback(ctx context.Context) error {
 // (a hung fsync), so the wait is bounded here: at ctx's deadline the key and
 // the writer slot are released and Commit fails with idem.ErrUnavailable
 // while the COMMIT goes on in the background. Its outcome is then unknown,
-// as when a connection to a database server drops during COMMIT; the
-// primary key keeps it safe: a retry that runs meanwhile waits for SQLite's
-// own write lock, and its record loses to this one if this one commits.
+// as when a connection to a database server drops during COMMIT. Nothing
+// runs twice: the COMMIT keeps SQLite's write lock until it ends, and a
+// Begin of the key meanwhile reads the record again once it has that lock.
 func (t *Tx) commit(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		// Not started: roll back, so that the outcome is known.
+		t.rollback()
+		return fmt.Errorf("%w: sqlitestore: commit: %w", idem.ErrUnavailable, context.Cause(ctx))
+	}
 	t.ended = true
 	done := make(chan error, 1)
 	go func() {
