@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,35 +48,68 @@ func TestSweepDeletesInBoundedBatches(t *testing.T) {
 	}
 }
 
-func TestSweepOnMemstoreKeepsLiveRecords(t *testing.T) {
+// E7 with clocks that disagree: the sweeper deletes a record only once it
+// has been expired for Grace (by the sweeper's clock), so a sweeping host
+// whose clock runs ahead does not delete records that hosts with a correct
+// clock still replay. Reads still check expiry exactly.
+func TestSweepKeepsRecordsWithinGrace(t *testing.T) {
 	t.Parallel()
-	s := memstore.New()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	g, err := idem.New(s, &idem.Config{TTL: time.Hour, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 5 {
-		if _, _, err := g.Do(context.Background(), idem.Request{Key: fmt.Sprint("k", i)}, setEffect(fmt.Sprint(i))); err != nil {
-			t.Fatal(err)
-		}
-		now = now.Add(30 * time.Minute)
-	}
-	// Records were written at 0, 30, 60, 90, 120 minutes and live one hour;
-	// at 150 minutes the first four have expired (k3 exactly now).
-	sw, err := idem.NewSweeper(s, &idem.SweeperConfig{BatchSize: 2, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, err := sw.Sweep(context.Background()); err != nil || n != 4 {
-		t.Errorf("Sweep = %d, %v; want 4, nil", n, err)
-	}
-	for i := range 5 {
-		_, err := s.Lookup(context.Background(), &idem.LookupParams{Key: fmt.Sprint("k", i)})
-		if kept := err == nil; kept != (i >= 4) {
-			t.Errorf("k%d kept = %v, want %v", i, kept, i >= 4)
-		}
+	for _, tt := range []struct {
+		name  string
+		grace time.Duration
+		kept  string // which of k0..k4 survive
+	}{
+		// Records were written at 0, 30, 60, 90 and 120 minutes and live
+		// one hour; the sweep runs at 150 minutes, so k0..k3 expired 90,
+		// 60, 30 and 0 minutes ago and k4 is live.
+		{"Default", 0, "k3 k4"}, // 10 minutes
+		{"FortyFiveMinutes", 45 * time.Minute, "k2 k3 k4"},
+		{"ExactlyThirtyMinutes", 30 * time.Minute, "k3 k4"}, // k2 expired exactly Grace ago
+		{"TwoHours", 2 * time.Hour, "k0 k1 k2 k3 k4"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := memstore.New()
+			start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			now := start
+			clock := func() time.Time { return now }
+			g, err := idem.New(s, &idem.Config{TTL: time.Hour, Now: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 5 {
+				now = start.Add(time.Duration(i) * 30 * time.Minute)
+				if _, _, err := g.Do(context.Background(), idem.Request{Key: fmt.Sprint("k", i)}, setEffect(fmt.Sprint(i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			now = start.Add(150 * time.Minute)
+			sw, err := idem.NewSweeper(s, &idem.SweeperConfig{BatchSize: 2, Grace: tt.grace, Now: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := sw.Sweep(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kept []string
+			for i := range 5 {
+				if _, err := s.Lookup(context.Background(), &idem.LookupParams{Key: fmt.Sprint("k", i)}); err == nil {
+					kept = append(kept, fmt.Sprint("k", i))
+				}
+			}
+			if got := strings.Join(kept, " "); got != tt.kept {
+				t.Errorf("kept %q, want %q", got, tt.kept)
+			}
+			if want := 5 - len(strings.Fields(tt.kept)); n != want {
+				t.Errorf("Sweep = %d, want %d", n, want)
+			}
+			// k3 expired exactly now: kept by the sweep, yet a retry
+			// runs the work again.
+			if _, replayed, err := g.Do(context.Background(), idem.Request{Key: "k3"}, setEffect("again")); err != nil || replayed {
+				t.Errorf("Do(k3) after its expiry: replayed=%v err=%v, want a fresh run", replayed, err)
+			}
+		})
 	}
 }
 
@@ -109,7 +143,7 @@ func TestSweeperRunSweepsUntilCancelled(t *testing.T) {
 
 func TestNewSweeperValidatesConfig(t *testing.T) {
 	t.Parallel()
-	for _, cfg := range []*idem.SweeperConfig{{BatchSize: -1}, {Pause: -1}, {Interval: -1}} {
+	for _, cfg := range []*idem.SweeperConfig{{BatchSize: -1}, {Pause: -1}, {Interval: -1}, {Grace: -1}} {
 		if _, err := idem.NewSweeper(&countingDeleter{}, cfg); err == nil {
 			t.Errorf("NewSweeper(%+v): want an error", *cfg)
 		}

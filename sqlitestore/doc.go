@@ -34,22 +34,35 @@
 // Statements the work runs after such a failure run in autocommit and
 // commit on their own, which no store can undo: a work must return the
 // error of any statement that fails.
+//
 // The transaction is detached from ctx's cancellation (the guard commits a
 // work that has succeeded even if its caller has given up); the wait for a
-// connection and the work's own statements still obey ctx.
+// connection and the work's own statements still obey ctx, and Commit
+// returns by ctx's deadline even when COMMIT hangs on the disk (its key and
+// the writer slot are then released and its outcome is unknown, as with a
+// database server that drops the connection during COMMIT; see
+// docs/SQLITE.md).
 //
 // A replay costs one read and no write; a first execution costs one read,
 // the work's statements, one upsert and the commit.
 //
-// # One process per database file
+// # One writing process per database file
 //
-// The in-flight try-lock lives in the process. Several processes on one file
-// stay correct in what commits (BEGIN IMMEDIATE serialises them and the
-// primary key rejects a second record, so a duplicate's effect is rolled back
-// and the first result replayed), but a duplicate from another process may
-// run its work before being rolled back, and waits for the write lock (up to
-// Config.BusyTimeout) instead of being refused at once. Run one process per
-// database file, or use pgstore.
+// The in-flight try-lock lives in the process, so one process writes a
+// database file, and Open enforces it: it takes an exclusive lock on the
+// file "<db>-lock" beside the database (flock on Unix, a file opened
+// without sharing on Windows) and fails with ErrLocked, naming the file and
+// the holder's process id, while another process holds it. Close releases
+// the lock, and so does the death of the process however it dies, so a
+// killed server restarts at once. Within a process, every Store of one file
+// shares the lock, the in-flight keys and the writer slot, whatever name
+// (symlink, relative path, hard link) it was opened by. For several
+// processes on one database, use pgstore.
+//
+// Tools open the file beside a running server with Config.ReadOnly (no
+// lock, no migration, reads only: idem inspect), or when it is stopped
+// with Config.SkipMigrate (writes without touching the schema: idem
+// sweep). Neither creates a missing file.
 //
 // # Durability
 //
@@ -62,7 +75,9 @@
 //
 // # Schema
 //
-// Open creates or migrates the schema (table idem_records, versioned in
-// idem_schema_version) inside a write transaction, so concurrent openers
-// migrate once.
+// Open creates the file (mode 0600) if needed and creates or migrates the
+// schema (table idem_records, versioned in idem_schema_version) inside a
+// write transaction. With Config.ReadOnly or Config.SkipMigrate it only
+// checks that the file holds SchemaVersion and fails with ErrSchema
+// otherwise.
 package sqlitestore

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 )
 
@@ -43,7 +44,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	var v int
 	err = tx.QueryRowContext(ctx, `SELECT version FROM idem_schema_version`).Scan(&v)
 	switch {
-	case err == sql.ErrNoRows:
+	case errors.Is(err, sql.ErrNoRows):
 		if _, err := tx.ExecContext(ctx, `INSERT INTO idem_schema_version (version) VALUES (0)`); err != nil {
 			return fmt.Errorf("sqlitestore: migrate: %w", err)
 		}
@@ -62,4 +63,33 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("sqlitestore: migrate: %w", err)
 	}
 	return tx.Commit()
+}
+
+// checkSchema checks, writing nothing, that the file holds this package's
+// schema version.
+func (s *Store) checkSchema(ctx context.Context) error {
+	var tables int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master
+		WHERE type = 'table' AND name IN ('idem_schema_version', 'idem_records')`).Scan(&tables)
+	if isNotADatabase(err) {
+		return fmt.Errorf("%w: %s is not a SQLite database", ErrSchema, s.path)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlitestore: Open: read schema: %w", err)
+	}
+	if tables < 2 {
+		return fmt.Errorf("%w: %s has no idem tables (open it once for writing, without SkipMigrate, to create them)", ErrSchema, s.path)
+	}
+	var v int
+	err = s.db.QueryRowContext(ctx, `SELECT version FROM idem_schema_version`).Scan(&v)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("sqlitestore: Open: read schema version: %w", err)
+	}
+	switch {
+	case v < SchemaVersion:
+		return fmt.Errorf("%w: %s holds schema version %d, older than this package's %d (open it once for writing, without SkipMigrate, to migrate it)", ErrSchema, s.path, v, SchemaVersion)
+	case v > SchemaVersion:
+		return fmt.Errorf("%w: %s holds schema version %d, newer than this package's %d (use a newer idem)", ErrSchema, s.path, v, SchemaVersion)
+	}
+	return nil
 }
