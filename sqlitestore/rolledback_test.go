@@ -40,43 +40,6 @@ func openForRollback(t *testing.T) (*sqlitestore.Store, *idem.Guard) {
 	return s, g
 }
 
-// E1: SQLite may roll the whole transaction back by itself under the work
-// (here the work ends it outright, as SQLite does after an interrupt, a full
-// disk or out of memory) and go on in autocommit. A work that ignores that
-// and returns success must not get its record committed alone: nothing is
-// recorded, and the retry runs the work.
-func TestTransactionEndedUnderTheWorkRecordsNothing(t *testing.T) {
-	t.Parallel()
-	s, g := openForRollback(t)
-	req := idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}
-	_, _, err := g.Do(context.Background(), req, func(ctx context.Context) (idem.Result, error) {
-		tx, _ := sqlitestore.TxFrom(ctx)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO effects (name) VALUES ('lost')`); err != nil {
-			return idem.Result{}, err
-		}
-		_, _ = tx.ExecContext(ctx, `ROLLBACK`)
-		return idem.Result{Status: 201}, nil
-	})
-	if err == nil {
-		t.Fatal("Do: nil error, want the failed commit")
-	}
-	if e, r := counts(t, s); e != 0 || r != 0 {
-		t.Fatalf("effects=%d records=%d, want 0 and 0", e, r)
-	}
-	runs := 0
-	if _, replayed, err := g.Do(context.Background(), req, func(ctx context.Context) (idem.Result, error) {
-		runs++
-		tx, _ := sqlitestore.TxFrom(ctx)
-		_, err := tx.ExecContext(ctx, `INSERT INTO effects (name) VALUES ('retry')`)
-		return idem.Result{Status: 201}, err
-	}); err != nil || replayed || runs != 1 {
-		t.Fatalf("retry: replayed=%v runs=%d err=%v, want one fresh run", replayed, runs, err)
-	}
-	if e, r := counts(t, s); e != 1 || r != 1 {
-		t.Errorf("after the retry: effects=%d records=%d, want 1 and 1", e, r)
-	}
-}
-
 // E1 with a caller that gives up mid-statement: the interrupt makes SQLite
 // roll back; a work that ignores the error must not leave a record without
 // its effect. Whether the cancel lands before or inside the statement, the

@@ -2,7 +2,6 @@ package sqlitestore_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"path/filepath"
 	"sync"
@@ -22,52 +21,6 @@ func setup(t *testing.T) (*sqlitestore.Store, string) {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s, path
-}
-
-func TestCommitNeverOverwritesALiveRecord(t *testing.T) {
-	// E2: the primary key, not the lock, is the final arbiter. A row that
-	// appears under the transaction (as from another process) makes Commit
-	// fail with ErrConflict when it is live; an expired one is replaced.
-	t.Parallel()
-	s, _ := setup(t)
-	ctx := context.Background()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, tt := range []struct {
-		name      string
-		expiresAt time.Time
-		wantErr   error
-	}{
-		{"Live", now.Add(time.Nanosecond), idem.ErrConflict},
-		{"Expired", now, nil},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			key := "k-" + tt.name
-			_, tx, err := s.Begin(ctx, &idem.BeginParams{Scope: "s", Key: key, Now: now})
-			if err != nil || tx == nil {
-				t.Fatalf("Begin: tx=%v err=%v", tx, err)
-			}
-			if _, err := tx.Handle().(*sql.Tx).ExecContext(ctx,
-				`INSERT INTO idem_records (scope, key, fingerprint, state, status, body, created_at, expires_at)
-				 VALUES ('s', ?, 'theirs', 'completed', 200, x'', 0, ?)`, key, tt.expiresAt.UnixNano()); err != nil {
-				t.Fatal(err)
-			}
-			ours := &idem.Record{Scope: "s", Key: key, Fingerprint: "ours", State: idem.StateCompleted, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
-			err = tx.Commit(ctx, &idem.CommitParams{Record: ours, Now: now})
-			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
-				t.Fatalf("Commit: err = %v, want %v", err, tt.wantErr)
-			}
-			rec, err := s.Lookup(ctx, &idem.LookupParams{Scope: "s", Key: key})
-			if tt.wantErr != nil {
-				if !errors.Is(err, idem.ErrNotFound) {
-					t.Errorf("after a conflict: Lookup = %+v, %v; want the transaction rolled back", rec, err)
-				}
-				return
-			}
-			if err != nil || rec.Fingerprint != "ours" {
-				t.Errorf("Lookup = %+v, %v; want our record replacing the expired one", rec, err)
-			}
-		})
-	}
 }
 
 func TestStoresOnOneFileShareTheInFlightLock(t *testing.T) {
