@@ -62,19 +62,10 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 		return nil
 	}
 	t.ended = true
-	r := p.Record
-	headers, err := pgschema.EncodeHeaders(r.Result.Header)
+	args, err := pgschema.InsertArgs(t.scope, t.key, p.Record, t.txStart)
 	if err != nil {
 		endConn(ctx, t.conn)
-		return fmt.Errorf("pgstore: commit: headers: %w", err)
-	}
-	body := r.Result.Body
-	if body == nil {
-		body = []byte{}
-	}
-	state := r.State
-	if state == "" {
-		state = idem.StateCompleted
+		return fmt.Errorf("pgstore: commit: %w", err)
 	}
 	var commitTag pgconn.CommandTag
 	b := &pgx.Batch{}
@@ -86,7 +77,7 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	// COMMIT or ROLLBACK, perhaps followed by BEGIN) would otherwise have
 	// its record commit without the effect. The error stops the pipeline
 	// before COMMIT.
-	b.Queue(t.store.sql.Insert, t.scope, t.key, r.Fingerprint, string(state), r.Result.Status, headers, body, r.CreatedAt, r.ExpiresAt, t.txStart)
+	b.Queue(t.store.sql.Insert, args...)
 	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
 		commitTag = ct
 		return nil
@@ -95,7 +86,7 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	endConn(ctx, t.conn) // rolls back if the pipeline stopped short of COMMIT
 	switch {
 	case pgschema.IsOtherTx(err):
-		return fmt.Errorf("pgstore: commit: the work ended the transaction itself (an Exec of COMMIT or ROLLBACK); nothing was recorded: %w", pgx.ErrTxClosed)
+		return fmt.Errorf("pgstore: commit: the work ended the transaction itself (an Exec of COMMIT or ROLLBACK); nothing was recorded: %w (%w)", pgx.ErrTxClosed, err)
 	case t.store.isRecordConflict(err):
 		return fmt.Errorf("%w: pgstore: (%q, %q): %w", idem.ErrConflict, t.scope, t.key, err)
 	case err != nil:

@@ -69,25 +69,10 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 		return nil
 	}
 	t.ended = true
-	r := p.Record
-	headers, err := pgschema.EncodeHeaders(r.Result.Header)
+	args, err := pgschema.InsertArgs(t.scope, t.key, p.Record, t.txStart)
 	if err != nil {
 		rollback(t.tx, t.cancel)
-		return fmt.Errorf("sqldb: commit: headers: %w", err)
-	}
-	// The jsonb value goes as text: every driver sends a string as is,
-	// where some send []byte as bytea.
-	var headersArg any
-	if headers != nil {
-		headersArg = string(headers)
-	}
-	body := r.Result.Body
-	if body == nil {
-		body = []byte{}
-	}
-	state := r.State
-	if state == "" {
-		state = idem.StateCompleted
+		return fmt.Errorf("sqldb: commit: %w", err)
 	}
 	// The end of ctx ends the transaction's context, which interrupts a
 	// COMMIT that hangs.
@@ -109,7 +94,7 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	// The insert checks that it runs in Begin's transaction: a work that
 	// ended it with an Exec of COMMIT or ROLLBACK, which database/sql does
 	// not see, would otherwise have the record written on its own.
-	res, err := t.tx.ExecContext(ctx, t.store.sql.Insert, t.scope, t.key, r.Fingerprint, string(state), r.Result.Status, headersArg, body, r.CreatedAt, r.ExpiresAt, t.txStart)
+	res, err := t.tx.ExecContext(ctx, t.store.sql.Insert, args...)
 	if pgschema.IsOtherTx(err) {
 		return fail("commit: insert", fmt.Errorf("the work ended the transaction itself (an Exec of COMMIT or ROLLBACK); nothing was recorded: %w (%w)", sql.ErrTxDone, err))
 	}
