@@ -67,8 +67,8 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultTable                    = pgschema.DefaultTable
-	DefaultIdleInTransactionTimeout = pgschema.DefaultIdleInTransactionTimeout
+	DefaultTable                    = pgschema.DefaultTable                    // "idem_records"
+	DefaultIdleInTransactionTimeout = pgschema.DefaultIdleInTransactionTimeout // 30 seconds
 	DefaultProbeConns               = 2
 )
 

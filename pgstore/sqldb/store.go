@@ -92,9 +92,10 @@ func (s *Store) hashLockKey(scope, key string) int64 {
 // has no idle connection, a probe outside any transaction answers a replay
 // or an in-flight refusal first (see probe).
 //
-// The transaction is begun detached from ctx's cancellation (see the
-// package documentation); until Begin returns, the end of ctx still
-// interrupts it.
+// The transaction is begun detached from ctx's cancellation, so that the
+// Guard can commit a work that succeeded after its caller gave up
+// (docs/POSTGRES.md, "Cancellation"); until Begin returns, the end of ctx
+// still interrupts it.
 func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, idem.Tx, error) {
 	if rec, done, err := s.probe(ctx, p); done || err != nil {
 		return rec, nil, err

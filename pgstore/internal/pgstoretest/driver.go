@@ -55,7 +55,7 @@ type Driver interface {
 	// SetLockKey replaces the lock-key hash of a store that Open returned.
 	SetLockKey(s Store, f func(scope, key string) int64)
 
-	// RoundTrips are the round trips the package documents, besides the
+	// RoundTrips are the round trips docs/POSTGRES.md promises, besides the
 	// work's own statements.
 	RoundTrips(replayProbe bool) RoundTrips
 }

@@ -27,7 +27,7 @@ func (c countingConn) Write(p []byte) (int, error) {
 }
 
 func testRoundTrips(t *testing.T, d Driver) {
-	// The round trips the package documentation promises, counted on the
+	// The round trips docs/POSTGRES.md promises, counted on the
 	// wire once the statements are prepared on every connection, with
 	// pings turned off (pgx pings a connection idle for over a second).
 	pgtest.Require(t)
