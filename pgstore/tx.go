@@ -47,16 +47,14 @@ func TxFrom(ctx context.Context) (pgx.Tx, bool) {
 // Handle implements idem.Tx; it returns the transaction as a pgx.Tx.
 func (t *Tx) Handle() any { return t.handle }
 
-// Commit implements idem.Tx. It sends, pipelined in one round trip, the
-// DELETE of an expired record of the key (only an expired one, and only when
-// Begin saw one), the INSERT of p.Record and COMMIT. A live record makes the INSERT fail on the
-// primary key; the server then skips the COMMIT, the transaction is rolled
-// back and Commit returns an error matching idem.ErrConflict.
-//
-// When the connection breaks after COMMIT was sent, the outcome is unknown
-// to the store and Commit returns an error matching idem.ErrUnavailable:
-// the retry of the call then finds the record, if it committed, and
-// replays it.
+// Commit implements idem.Tx. It pipelines, in one round trip, the DELETE
+// of the key's record if Begin saw it expired (and only if it still is),
+// the INSERT of p.Record and COMMIT (docs/POSTGRES.md, "How Commit
+// writes"). A live record makes the INSERT fail and the server skip the
+// COMMIT: the transaction is rolled back and the error matches
+// idem.ErrConflict. When the connection breaks after COMMIT was sent, the
+// outcome is unknown and the error matches idem.ErrUnavailable: the retry
+// finds the record if it committed, and replays it.
 func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	if t.ended {
 		return nil

@@ -52,18 +52,12 @@ func TxFrom(ctx context.Context) (*sql.Tx, bool) {
 // Handle implements idem.Tx; it returns the transaction as a *sql.Tx.
 func (t *Tx) Handle() any { return t.tx }
 
-// Commit implements idem.Tx. It sends the DELETE of an expired record of
-// the key (only an expired one, and only when Begin saw one), the INSERT of
-// p.Record and COMMIT, each a statement and a round trip of its own. A live
-// record makes the INSERT fail on the primary key; the transaction is then
-// rolled back and Commit returns an error matching idem.ErrConflict.
-//
-// ctx bounds the statements and, with a driver that watches the context
-// given to BeginTx during COMMIT (pgx's stdlib does), the COMMIT too. When
-// the connection breaks or ctx ends after COMMIT was sent, the outcome is
-// unknown to the store and Commit returns an error matching
-// idem.ErrUnavailable: the retry of the call then finds the record, if it
-// committed, and replays it.
+// Commit implements idem.Tx with pgstore's statements (docs/POSTGRES.md,
+// "How Commit writes"), each a round trip of its own. ctx bounds them, and
+// the COMMIT too with a driver that watches the BeginTx context during it
+// (pgx's stdlib does). As in pgstore, a live record rolls back with an
+// error matching idem.ErrConflict, and an unknown outcome (the connection
+// broke, or ctx ended, after COMMIT was sent) matches idem.ErrUnavailable.
 func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	if t.ended {
 		return nil

@@ -80,10 +80,8 @@ type Conn struct {
 // Config is the configuration both stores take; each driver copies it
 // into its package's Config.
 type Config struct {
-	Schema                   string
-	Table                    string
-	SkipMigrate              bool
-	ReplayProbe              bool
+	Schema, Table            string
+	SkipMigrate, ReplayProbe bool
 	IdleInTransactionTimeout time.Duration
 	// ProbeConns reserves connections for probes: pgstore's
 	// Config.ProbeConns, or for sqldb, when positive, a Config.ProbeDB of
