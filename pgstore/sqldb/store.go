@@ -43,6 +43,9 @@ func New(ctx context.Context, db *sql.DB, cfg *Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.ProbeDB == db {
+		return nil, errors.New("sqldb: Config.ProbeDB must be a second handle on the database, not db itself")
+	}
 	if err := set.Resolve(ctx, querier{db}, "sqldb"); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,5 +102,20 @@ func TestTransient(t *testing.T) {
 				t.Errorf("Transient(%v) = %v, want %v", tt.err, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestProbeDBIsASecondHandle(t *testing.T) {
+	// Probing on db itself would wait for the very connections it is
+	// meant to do without.
+	t.Parallel()
+	db, err := sql.Open("pgx", "postgres://127.0.0.1:1/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, err = sqldb.New(context.Background(), db, &sqldb.Config{Schema: "s", SkipMigrate: true, ProbeDB: db})
+	if err == nil || !strings.Contains(err.Error(), "Config.ProbeDB") {
+		t.Errorf("New with ProbeDB = db: %v, want an error naming Config.ProbeDB", err)
 	}
 }
