@@ -1,26 +1,11 @@
 package pgstore
 
-import (
-	"errors"
-	"fmt"
-
-	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/pgstore/internal/pgschema"
-)
+import "github.com/idemkit/idem/pgstore/internal/pgschema"
 
 // unavailable wraps a failure of the database, the network or the pool so
-// that it matches idem.ErrUnavailable and still unwraps to the original
-// (a *pgconn.PgError, a net.Error, context.DeadlineExceeded, …).
-//
-// Every failure is wrapped, not only the transient ones: a store that
-// cannot do its job fails closed. Transient reports whether a retry may
-// succeed.
-func unavailable(op string, err error) error {
-	if err == nil || errors.Is(err, idem.ErrUnavailable) {
-		return err
-	}
-	return fmt.Errorf("%w: pgstore: %s: %w", idem.ErrUnavailable, op, err)
-}
+// that it matches idem.ErrUnavailable and still unwraps to the original (a
+// *pgconn.PgError, a net.Error, context.DeadlineExceeded, …).
+func unavailable(op string, err error) error { return pgschema.Unavailable("pgstore", op, err) }
 
 // Transient reports whether err is a fault that a later retry of the whole
 // call may not meet again: the connection was lost or refused, the server

@@ -5,6 +5,7 @@ import (
 
 	"github.com/idemkit/idem/pgstore/internal/pgschema"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Migrate applies the migrations that the store's table has not had yet,
@@ -22,14 +23,19 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return unavailable("migrate", err)
 }
 
-// querier runs pgschema.Migrate's statements in a pgx transaction.
-type querier struct{ tx pgx.Tx }
+// querier runs pgschema's statements on a pgx pool or transaction.
+type querier struct {
+	q interface {
+		Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	}
+}
 
 func (q querier) Exec(ctx context.Context, sql string, args ...any) error {
-	_, err := q.tx.Exec(ctx, sql, args...)
+	_, err := q.q.Exec(ctx, sql, args...)
 	return err
 }
 
 func (q querier) QueryRow(ctx context.Context, sql string, args ...any) pgschema.Row {
-	return q.tx.QueryRow(ctx, sql, args...)
+	return q.q.QueryRow(ctx, sql, args...)
 }

@@ -20,6 +20,7 @@ type Store struct {
 	sql   pgschema.Statements // built once from names
 
 	connCheck pgschema.ConnCheck
+	probes    reserve // the connections of Config.ProbeConns
 
 	// lockKey is replaced by tests to force hash collisions.
 	lockKey func(scope, key string) int64
@@ -32,18 +33,25 @@ var (
 )
 
 // New returns a Store whose records live in pool's database. A nil cfg
-// means defaults. Unless cfg.SkipMigrate is set, New applies the
-// migrations first (see Migrate). The caller keeps ownership of pool.
+// means defaults. When cfg.Schema is empty, New asks a connection of pool
+// for its current_schema(). Unless cfg.SkipMigrate is set, New applies
+// the migrations (see Migrate). The caller keeps ownership of pool; Close
+// releases what the store opened itself.
 func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("pgstore: New: pool is nil")
 	}
-	c, err := cfg.withDefaults()
+	c, set, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
+	if err := set.Resolve(ctx, querier{pool}, "pgstore"); err != nil {
+		return nil, err
+	}
+	c.Schema = set.Schema
 	n := pgschema.NewNames(c.Schema, c.Table)
-	s := &Store{pool: pool, cfg: c, names: n, sql: pgschema.NewStatements(n)}
+	s := &Store{pool: pool, cfg: c, names: n, sql: pgschema.NewStatements(n, set.IdleInTransactionTimeout)}
+	s.probes.conns = int32(c.ProbeConns)
 	s.lockKey = s.hashLockKey
 	if !c.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
@@ -70,8 +78,8 @@ func (s *Store) connectionCheck(ctx context.Context) (bool, error) {
 }
 
 // Open connects a new pool to the database named by connString (a URL or
-// key=value DSN, see pgxpool.ParseConfig) and returns a Store over it that
-// owns the pool: Close closes it.
+// key=value DSN, see pgxpool.ParseConfig; pool_max_conns sizes the pool)
+// and returns a Store over it that owns the pool: Close closes it.
 func Open(ctx context.Context, connString string, cfg *Config) (*Store, error) {
 	pool, err := pgxpool.New(ctx, connString)
 	if err != nil {
@@ -86,9 +94,11 @@ func Open(ctx context.Context, connString string, cfg *Config) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the pool if Open created it; a pool passed to New is left
-// to its owner. Close waits for the pool's connections to be returned.
+// Close closes the connections reserved for probes (Config.ProbeConns),
+// and the pool if Open created it; a pool passed to New is left to its
+// owner. Close waits for the connections to be returned.
 func (s *Store) Close() error {
+	s.probes.close()
 	if s.owned {
 		s.pool.Close()
 	}
@@ -115,12 +125,13 @@ func (s *Store) hashLockKey(scope, key string) int64 {
 // on the key's hash and the SELECT of the record as one pipelined batch:
 // one round trip. The SELECT is a separate statement after the lock, so its
 // snapshot sees every record committed before the lock was granted.
+//
+// With Config.ReplayProbe, or when the pool has no idle connection, a probe
+// outside any transaction answers a replay or an in-flight refusal first
+// (see probe).
 func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, idem.Tx, error) {
-	if s.cfg.ReplayProbe {
-		rec, done, err := s.probe(ctx, p)
-		if done || err != nil {
-			return rec, nil, err
-		}
+	if rec, done, err := s.probe(ctx, p); done || err != nil {
+		return rec, nil, err
 	}
 	lock, err := s.lockSQL(ctx)
 	if err != nil {
@@ -168,24 +179,51 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 }
 
 // probe answers Begin from outside any transaction when it can: a live
-// record is returned, a key whose lock is held is refused. The pipelined
-// pair runs in the implicit transaction of one Sync, so the lock is
-// released as soon as it is taken.
+// record is returned (done), a key whose lock is held is refused. It runs
+// on the pool with Config.ReplayProbe, and on the reserved connections
+// whenever the pool has none idle, so that a replay or a refusal never
+// waits behind the works that hold the pool. The pipelined pair runs in
+// the implicit transaction of one Sync, so the lock is released as soon as
+// it is taken; its answer is trusted only for a live record (final) or a
+// held lock, never to call a key free.
+//
+// A failure of the reserved connections (the server refuses one more, say)
+// is not the answer: Begin goes on and waits for the pool, unless ctx has
+// ended.
 func (s *Store) probe(ctx context.Context, p *idem.BeginParams) (*idem.Record, bool, error) {
+	var target interface {
+		SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+	}
+	reserved := s.probes.conns > 0 && starved(s.pool.Stat())
+	switch {
+	case reserved:
+		pool, err := s.probes.get(s.pool)
+		if err != nil {
+			return nil, false, nil
+		}
+		target = pool
+	case s.cfg.ReplayProbe:
+		target = s.pool
+	default:
+		return nil, false, nil
+	}
 	var (
 		locked bool
 		rec    *idem.Record
 	)
 	b := &pgx.Batch{}
-	b.Queue(s.sql.LockPlain, s.lockKey(p.Scope, p.Key)).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&locked, new(string), new(time.Time))
+	b.Queue(s.sql.TryLock, s.lockKey(p.Scope, p.Key)).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&locked)
 	})
 	b.Queue(s.sql.Select, p.Scope, p.Key).QueryRow(func(row pgx.Row) error {
 		r, err := pgschema.ScanRecord(row, p.Scope, p.Key)
 		rec = r
 		return err
 	})
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	if err := target.SendBatch(ctx, b).Close(); err != nil {
+		if reserved && ctx.Err() == nil {
+			return nil, false, nil
+		}
 		return nil, false, unavailable("begin: probe", err)
 	}
 	rec, err := pgschema.Answer(rec, locked, p.Now)

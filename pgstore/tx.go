@@ -47,34 +47,23 @@ func TxFrom(ctx context.Context) (pgx.Tx, bool) {
 // Handle implements idem.Tx; it returns the transaction as a pgx.Tx.
 func (t *Tx) Handle() any { return t.handle }
 
-// Commit implements idem.Tx. It sends, pipelined in one round trip, the
-// DELETE of an expired record of the key (only an expired one, and only when
-// Begin saw one), the INSERT of p.Record and COMMIT. A live record makes the INSERT fail on the
-// primary key; the server then skips the COMMIT, the transaction is rolled
-// back and Commit returns an error matching idem.ErrConflict.
-//
-// When the connection breaks after COMMIT was sent, the outcome is unknown
-// to the store and Commit returns an error matching idem.ErrUnavailable:
-// the retry of the call then finds the record, if it committed, and
-// replays it.
+// Commit implements idem.Tx. It pipelines, in one round trip, the DELETE
+// of the key's record if Begin saw it expired (and only if it still is),
+// the INSERT of p.Record and COMMIT (docs/POSTGRES.md, "How Commit
+// writes"). A live record makes the INSERT fail and the server skip the
+// COMMIT: the transaction is rolled back and the error matches
+// idem.ErrConflict. When the connection breaks after COMMIT was sent, the
+// outcome is unknown and the error matches idem.ErrUnavailable: the retry
+// finds the record if it committed, and replays it.
 func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	if t.ended {
 		return nil
 	}
 	t.ended = true
-	r := p.Record
-	headers, err := pgschema.EncodeHeaders(r.Result.Header)
+	args, err := pgschema.InsertArgs(t.scope, t.key, p.Record, t.txStart)
 	if err != nil {
 		endConn(ctx, t.conn)
-		return fmt.Errorf("pgstore: commit: headers: %w", err)
-	}
-	body := r.Result.Body
-	if body == nil {
-		body = []byte{}
-	}
-	state := r.State
-	if state == "" {
-		state = idem.StateCompleted
+		return fmt.Errorf("pgstore: commit: %w", err)
 	}
 	var commitTag pgconn.CommandTag
 	b := &pgx.Batch{}
@@ -86,7 +75,7 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	// COMMIT or ROLLBACK, perhaps followed by BEGIN) would otherwise have
 	// its record commit without the effect. The error stops the pipeline
 	// before COMMIT.
-	b.Queue(t.store.sql.Insert, t.scope, t.key, r.Fingerprint, string(state), r.Result.Status, headers, body, r.CreatedAt, r.ExpiresAt, t.txStart)
+	b.Queue(t.store.sql.Insert, args...)
 	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
 		commitTag = ct
 		return nil
@@ -95,7 +84,7 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	endConn(ctx, t.conn) // rolls back if the pipeline stopped short of COMMIT
 	switch {
 	case pgschema.IsOtherTx(err):
-		return fmt.Errorf("pgstore: commit: the work ended the transaction itself (an Exec of COMMIT or ROLLBACK); nothing was recorded: %w", pgx.ErrTxClosed)
+		return fmt.Errorf("pgstore: commit: the work ended the transaction itself (an Exec of COMMIT or ROLLBACK); nothing was recorded: %w (%w)", pgx.ErrTxClosed, err)
 	case t.store.isRecordConflict(err):
 		return fmt.Errorf("%w: pgstore: (%q, %q): %w", idem.ErrConflict, t.scope, t.key, err)
 	case err != nil:

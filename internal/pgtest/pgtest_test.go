@@ -2,7 +2,12 @@ package pgtest
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -52,4 +57,59 @@ func TestSchema(t *testing.T) {
 	if SchemaExists(t, schema) {
 		t.Errorf("schema %s still exists after clean-up", schema)
 	}
+}
+
+// Blackhole forwards, then holds both ways without closing anything, then
+// delivers what it held.
+func TestBlackhole(t *testing.T) {
+	t.Parallel()
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); c.Close() }()
+		}
+	}()
+	b := NewBlackhole(t, echo.Addr().String())
+	c, err := b.Dial(t.Context(), "tcp", "ignored:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	roundTrip := func(msg string) {
+		t.Helper()
+		if _, err := c.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		got := make([]byte, len(msg))
+		if _, err := io.ReadFull(c, got); err != nil || string(got) != msg {
+			t.Fatalf("echo of %q = %q, %v", msg, got, err)
+		}
+	}
+	roundTrip("before")
+	b.Hold()
+	if _, err := c.Write([]byte("held")); err != nil {
+		t.Fatal(err)
+	}
+	// Held: no answer, and no close either (a read times out, it does not
+	// end).
+	_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if n, err := c.Read(make([]byte, 8)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read while held: %d bytes, %v; want a timeout", n, err)
+	}
+	b.Resume()
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "held" {
+		t.Fatalf("after Resume: %q, %v; want the held bytes", got, err)
+	}
+	roundTrip("after")
 }

@@ -6,24 +6,14 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/pgstore/internal/pgschema"
 )
 
 // unavailable wraps a failure of the database, the network or the pool so
-// that it matches idem.ErrUnavailable and still unwraps to the original
-// (the driver's error: a *pgconn.PgError, a *pq.Error, driver.ErrBadConn,
-// a net.Error, context.DeadlineExceeded, …).
-//
-// Every failure is wrapped, not only the transient ones: a store that
-// cannot do its job fails closed. Transient reports whether a retry may
-// succeed.
-func unavailable(op string, err error) error {
-	if err == nil || errors.Is(err, idem.ErrUnavailable) {
-		return err
-	}
-	return fmt.Errorf("%w: sqldb: %s: %w", idem.ErrUnavailable, op, err)
-}
+// that it matches idem.ErrUnavailable and still unwraps to the driver's
+// error (a *pgconn.PgError, a *pq.Error, driver.ErrBadConn, a net.Error,
+// context.DeadlineExceeded, …).
+func unavailable(op string, err error) error { return pgschema.Unavailable("sqldb", op, err) }
 
 // ctxCause adds ctx's own error to err when ctx has ended and err does not
 // already say so: a statement interrupted through the transaction's
@@ -45,7 +35,7 @@ func ctxCause(ctx context.Context, err error) error {
 // programming error (a missing table, a permission, a work that ended the
 // transaction itself) that retries will not cure.
 //
-// It classifies server errors as pgstore.Transient does, by their
+// It classifies server errors as pgstore's Transient does, by their
 // SQLSTATE, read from any error in the chain that has a SQLState() string
 // method: pgx's *pgconn.PgError (pgx/v5/stdlib) and lib/pq's *pq.Error
 // both have it. A driver error without a SQLSTATE (driver.ErrBadConn, a

@@ -9,7 +9,6 @@ import (
 	"os"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/pgstore/sqldb"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver; lib/pq works too
 )
@@ -32,7 +31,7 @@ func Example() {
 	// with the records table.
 	schema := "sqldb_example_" + rand.Text()[:8]
 	defer db.Exec(`DROP SCHEMA "` + schema + `" CASCADE`)
-	store, err := sqldb.New(ctx, db, &pgstore.Config{Schema: schema})
+	store, err := sqldb.New(ctx, db, &sqldb.Config{Schema: schema})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -33,16 +33,17 @@ func setupTwo(t *testing.T, sqldbFirst bool, probe bool) *twoStores {
 	ctx := context.Background()
 	pool := newPool(t, schema)
 	db := newDB(t, dbOptions{schema: schema, maxConns: 4})
-	cfg := pgstore.Config{Schema: schema, Table: "shared_records", ReplayProbe: probe}
+	pgCfg := pgstore.Config{Schema: schema, Table: "shared_records", ReplayProbe: probe}
+	sqCfg := sqldb.Config{Schema: schema, Table: "shared_records", ReplayProbe: probe}
 	e := &twoStores{pool: pool}
 	var err error
 	if sqldbFirst {
-		if e.sq, err = sqldb.New(ctx, db, &cfg); err == nil {
-			e.pg, err = pgstore.New(ctx, pool, &cfg)
+		if e.sq, err = sqldb.New(ctx, db, &sqCfg); err == nil {
+			e.pg, err = pgstore.New(ctx, pool, &pgCfg)
 		}
 	} else {
-		if e.pg, err = pgstore.New(ctx, pool, &cfg); err == nil {
-			e.sq, err = sqldb.New(ctx, db, &cfg)
+		if e.pg, err = pgstore.New(ctx, pool, &pgCfg); err == nil {
+			e.sq, err = sqldb.New(ctx, db, &sqCfg)
 		}
 	}
 	if err != nil {
@@ -204,4 +205,9 @@ func assertResult(t *testing.T, got, want idem.Result) {
 	if got.Status != want.Status || string(got.Body) != string(want.Body) || fmt.Sprint(got.Header) != fmt.Sprint(want.Header) {
 		t.Errorf("result = %d %v %q, want %d %v %q", got.Status, got.Header, got.Body, want.Status, want.Header, want.Body)
 	}
+}
+
+func record(scope, key string, now time.Time, ttl time.Duration) *idem.Record {
+	return &idem.Record{Scope: scope, Key: key, Fingerprint: "fp", State: idem.StateCompleted,
+		Result: idem.Result{Status: 201, Body: []byte(key)}, CreatedAt: now, ExpiresAt: now.Add(ttl)}
 }

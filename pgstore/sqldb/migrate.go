@@ -27,15 +27,19 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return unavailable("migrate", tx.Commit())
 }
 
-// querier runs pgschema.Migrate's statements in a database/sql
-// transaction.
-type querier struct{ tx *sql.Tx }
+// querier runs pgschema's statements on a *sql.DB or a *sql.Tx.
+type querier struct {
+	q interface {
+		ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+		QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	}
+}
 
-func (q querier) Exec(ctx context.Context, sql string, args ...any) error {
-	_, err := q.tx.ExecContext(ctx, sql, args...)
+func (q querier) Exec(ctx context.Context, query string, args ...any) error {
+	_, err := q.q.ExecContext(ctx, query, args...)
 	return err
 }
 
-func (q querier) QueryRow(ctx context.Context, sql string, args ...any) pgschema.Row {
-	return q.tx.QueryRowContext(ctx, sql, args...)
+func (q querier) QueryRow(ctx context.Context, query string, args ...any) pgschema.Row {
+	return q.q.QueryRowContext(ctx, query, args...)
 }

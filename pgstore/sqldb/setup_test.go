@@ -1,6 +1,7 @@
 package sqldb_test
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"flag"
@@ -47,6 +48,7 @@ func reachable() bool {
 
 // dbOptions shape a test database handle.
 type dbOptions struct {
+	dsn      string // the server; pgtest.DSN() when empty
 	schema   string // the search_path, if not empty
 	appName  string // the application_name, if not empty
 	maxConns int    // SetMaxOpenConns and SetMaxIdleConns, if positive
@@ -58,12 +60,12 @@ type dbOptions struct {
 // openDB returns a *sql.DB on the test database through pgx's stdlib
 // driver.
 func openDB(o dbOptions) (*sql.DB, error) {
-	cfg, err := pgx.ParseConfig(pgtest.DSN())
+	cfg, err := pgx.ParseConfig(cmp.Or(o.dsn, pgtest.DSN()))
 	if err != nil {
 		return nil, err
 	}
 	if o.schema != "" {
-		cfg.RuntimeParams["search_path"] = pgx.Identifier{o.schema}.Sanitize()
+		cfg.RuntimeParams["search_path"] = o.schema
 	}
 	if o.appName != "" {
 		cfg.RuntimeParams["application_name"] = o.appName

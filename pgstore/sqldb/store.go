@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/pgstore/internal/pgschema"
 )
 
@@ -15,7 +14,7 @@ import (
 // concurrent use.
 type Store struct {
 	db    *sql.DB
-	cfg   pgstore.Config
+	cfg   Config
 	names pgschema.Names
 	sql   pgschema.Statements // built once from names
 
@@ -32,29 +31,27 @@ var (
 )
 
 // New returns a Store whose records live in db's database, which must be
-// PostgreSQL. cfg is pgstore's: the same Schema and Table name the same
-// table for both stores. A nil cfg means defaults. Unless cfg.SkipMigrate
-// is set, New applies the migrations first (see Migrate). The caller keeps
+// PostgreSQL. A nil cfg means defaults. When cfg.Schema is empty, New asks
+// a connection of db for its current_schema(). Unless cfg.SkipMigrate is
+// set, New applies the migrations (see Migrate). The caller keeps
 // ownership of db.
-func New(ctx context.Context, db *sql.DB, cfg *pgstore.Config) (*Store, error) {
+func New(ctx context.Context, db *sql.DB, cfg *Config) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("sqldb: New: db is nil")
 	}
-	var c pgstore.Config
-	if cfg != nil {
-		c = *cfg
-	}
-	if c.Schema == "" {
-		c.Schema = pgstore.DefaultSchema
-	}
-	if c.Table == "" {
-		c.Table = pgstore.DefaultTable
-	}
-	if err := pgschema.Validate(c.Schema, c.Table); err != nil {
+	c, set, err := cfg.withDefaults()
+	if err != nil {
 		return nil, err
 	}
+	if c.ProbeDB == db {
+		return nil, errors.New("sqldb: Config.ProbeDB must be a second handle on the database, not db itself")
+	}
+	if err := set.Resolve(ctx, querier{db}, "sqldb"); err != nil {
+		return nil, err
+	}
+	c.Schema = set.Schema
 	n := pgschema.NewNames(c.Schema, c.Table)
-	s := &Store{db: db, cfg: c, names: n, sql: pgschema.NewStatements(n)}
+	s := &Store{db: db, cfg: c, names: n, sql: pgschema.NewStatements(n, set.IdleInTransactionTimeout)}
 	s.lockKey = s.hashLockKey
 	if !c.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
@@ -94,18 +91,17 @@ func (s *Store) hashLockKey(scope, key string) int64 {
 // It begins a transaction with BEGIN ISOLATION LEVEL READ COMMITTED, tries
 // the key's advisory lock in one statement and reads the record in the
 // next, so that the read's snapshot sees every record committed before the
-// lock was granted. With Config.ReplayProbe, a probe outside any
-// transaction answers a replay or an in-flight refusal first.
+// lock was granted. With Config.ReplayProbe, or with Config.ProbeDB when db
+// has no idle connection, a probe outside any transaction answers a replay
+// or an in-flight refusal first (see probe).
 //
-// The transaction is begun detached from ctx's cancellation (see the
-// package documentation); until Begin returns, the end of ctx still
-// interrupts it.
+// The transaction is begun detached from ctx's cancellation, so that the
+// Guard can commit a work that succeeded after its caller gave up
+// (docs/POSTGRES.md, "Cancellation"); until Begin returns, the end of ctx
+// still interrupts it.
 func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, idem.Tx, error) {
-	if s.cfg.ReplayProbe {
-		rec, done, err := s.probe(ctx, p)
-		if done || err != nil {
-			return rec, nil, err
-		}
+	if rec, done, err := s.probe(ctx, p); done || err != nil {
+		return rec, nil, err
 	}
 	lock, err := s.lockSQL(ctx)
 	if err != nil {
@@ -163,19 +159,42 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 }
 
 // probe answers Begin from outside any transaction when it can: a live
-// record is returned, a key whose lock is held is refused. The lock is
-// tried and the record read in one statement, whose implicit transaction
-// releases the lock as soon as the statement ends. Its read may have taken
-// its snapshot before the lock, so a free key with no live record is
-// never decided here: Begin then goes through the transaction.
+// record is returned (done), a key whose lock is held is refused. It runs
+// on db with Config.ReplayProbe, and on Config.ProbeDB whenever db has no
+// idle connection and may open no more, so that a replay or a refusal
+// never waits behind the works that hold db. The lock is tried and the
+// record read in one statement, whose implicit transaction releases the
+// lock as soon as the statement ends. Its read may have taken its snapshot
+// before the lock, so a free key with no live record is never decided
+// here: Begin then goes through the transaction.
+//
+// A failure on ProbeDB is not the answer: Begin goes on and waits for db,
+// unless ctx has ended.
 func (s *Store) probe(ctx context.Context, p *idem.BeginParams) (*idem.Record, bool, error) {
-	row := s.db.QueryRowContext(ctx, s.sql.Probe, s.lockKey(p.Scope, p.Key), p.Scope, p.Key)
+	target := s.db
+	reserved := s.cfg.ProbeDB != nil && starved(s.db.Stats())
+	switch {
+	case reserved:
+		target = s.cfg.ProbeDB
+	case !s.cfg.ReplayProbe:
+		return nil, false, nil
+	}
+	row := target.QueryRowContext(ctx, s.sql.Probe, s.lockKey(p.Scope, p.Key), p.Scope, p.Key)
 	locked, rec, err := pgschema.ScanProbe(row, p.Scope, p.Key)
 	if err != nil {
+		if reserved && ctx.Err() == nil {
+			return nil, false, nil
+		}
 		return nil, false, unavailable("begin: probe", err)
 	}
 	rec, err = pgschema.Answer(rec, locked, p.Now)
 	return rec, rec != nil || err != nil, err
+}
+
+// starved reports whether a database in the state st makes a statement
+// wait for a connection: none idle, and no room for a new one.
+func starved(st sql.DBStats) bool {
+	return st.MaxOpenConnections > 0 && st.Idle == 0 && st.OpenConnections >= st.MaxOpenConnections
 }
 
 // Lookup implements idem.Inspector.

@@ -52,42 +52,21 @@ func TxFrom(ctx context.Context) (*sql.Tx, bool) {
 // Handle implements idem.Tx; it returns the transaction as a *sql.Tx.
 func (t *Tx) Handle() any { return t.tx }
 
-// Commit implements idem.Tx. It sends the DELETE of an expired record of
-// the key (only an expired one, and only when Begin saw one), the INSERT of
-// p.Record and COMMIT, each a statement and a round trip of its own. A live
-// record makes the INSERT fail on the primary key; the transaction is then
-// rolled back and Commit returns an error matching idem.ErrConflict.
-//
-// ctx bounds the statements and, with a driver that watches the context
-// given to BeginTx during COMMIT (pgx's stdlib does), the COMMIT too. When
-// the connection breaks or ctx ends after COMMIT was sent, the outcome is
-// unknown to the store and Commit returns an error matching
-// idem.ErrUnavailable: the retry of the call then finds the record, if it
-// committed, and replays it.
+// Commit implements idem.Tx with pgstore's statements (docs/POSTGRES.md,
+// "How Commit writes"), each a round trip of its own. ctx bounds them, and
+// the COMMIT too with a driver that watches the BeginTx context during it
+// (pgx's stdlib does). As in pgstore, a live record rolls back with an
+// error matching idem.ErrConflict, and an unknown outcome (the connection
+// broke, or ctx ended, after COMMIT was sent) matches idem.ErrUnavailable.
 func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	if t.ended {
 		return nil
 	}
 	t.ended = true
-	r := p.Record
-	headers, err := pgschema.EncodeHeaders(r.Result.Header)
+	args, err := pgschema.InsertArgs(t.scope, t.key, p.Record, t.txStart)
 	if err != nil {
 		rollback(t.tx, t.cancel)
-		return fmt.Errorf("sqldb: commit: headers: %w", err)
-	}
-	// The jsonb value goes as text: every driver sends a string as is,
-	// where some send []byte as bytea.
-	var headersArg any
-	if headers != nil {
-		headersArg = string(headers)
-	}
-	body := r.Result.Body
-	if body == nil {
-		body = []byte{}
-	}
-	state := r.State
-	if state == "" {
-		state = idem.StateCompleted
+		return fmt.Errorf("sqldb: commit: %w", err)
 	}
 	// The end of ctx ends the transaction's context, which interrupts a
 	// COMMIT that hangs.
@@ -109,7 +88,7 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	// The insert checks that it runs in Begin's transaction: a work that
 	// ended it with an Exec of COMMIT or ROLLBACK, which database/sql does
 	// not see, would otherwise have the record written on its own.
-	res, err := t.tx.ExecContext(ctx, t.store.sql.Insert, t.scope, t.key, r.Fingerprint, string(state), r.Result.Status, headersArg, body, r.CreatedAt, r.ExpiresAt, t.txStart)
+	res, err := t.tx.ExecContext(ctx, t.store.sql.Insert, args...)
 	if pgschema.IsOtherTx(err) {
 		return fail("commit: insert", fmt.Errorf("the work ended the transaction itself (an Exec of COMMIT or ROLLBACK); nothing was recorded: %w (%w)", sql.ErrTxDone, err))
 	}

@@ -1,6 +1,26 @@
 package pgschema
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/idemkit/idem"
+)
+
+// Unavailable wraps a failure of the database, the network or the pool so
+// that it matches idem.ErrUnavailable and still unwraps to the original
+// (the driver's error, a net.Error, context.DeadlineExceeded, …). pkg and
+// op say where it happened.
+//
+// Every failure is wrapped, not only the transient ones: a store that
+// cannot do its job fails closed. Transient reports whether a retry may
+// succeed.
+func Unavailable(pkg, op string, err error) error {
+	if err == nil || errors.Is(err, idem.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %s: %s: %w", idem.ErrUnavailable, pkg, op, err)
+}
 
 // UniqueViolation is the SQLSTATE of a unique constraint violation.
 const UniqueViolation = "23505"

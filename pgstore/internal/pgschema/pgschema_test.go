@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -48,31 +49,60 @@ func TestNewNamesQuotes(t *testing.T) {
 	}
 }
 
-func TestValidate(t *testing.T) {
+func TestSettings(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name          string
-		schema, table string
-		field         string // "" = valid
+		name  string
+		in    Settings
+		field string // "" = valid
 	}{
-		{"Defaults", "public", "idem_records", ""},
-		{"Quoted", `we"ird schema`, `Tab; DROP TABLE x`, ""},
-		{"LongestTable", "s", strings.Repeat("t", 48), ""},
-		{"LongSchema", strings.Repeat("s", 64), "t", "Config.Schema"},
-		{"LongTable", "s", strings.Repeat("t", 49), "Config.Table"},
-		{"NulTable", "s", "a\x00b", "Config.Table"},
-		{"BadUTF8", "\xff", "t", "Config.Schema"},
+		{"Zero", Settings{}, ""},
+		{"Quoted", Settings{Schema: `we"ird schema`, Table: `Tab; DROP TABLE x`}, ""},
+		{"LongestTable", Settings{Schema: "s", Table: strings.Repeat("t", 48)}, ""},
+		{"LongestIdle", Settings{IdleInTransactionTimeout: maxIdle}, ""},
+		{"NoIdle", Settings{IdleInTransactionTimeout: -1}, ""},
+		{"LongSchema", Settings{Schema: strings.Repeat("s", 64)}, "Config.Schema"},
+		{"LongTable", Settings{Table: strings.Repeat("t", 49)}, "Config.Table"},
+		{"NulTable", Settings{Table: "a\x00b"}, "Config.Table"},
+		{"BadUTF8", Settings{Schema: "\xff"}, "Config.Schema"},
+		{"LongIdle", Settings{IdleInTransactionTimeout: maxIdle + time.Millisecond}, "Config.IdleInTransactionTimeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := Validate(tt.schema, tt.table)
+			got, err := tt.in.WithDefaults("pkg")
 			switch {
 			case tt.field == "" && err != nil:
-				t.Errorf("Validate: %v, want nil", err)
-			case tt.field != "" && (err == nil || !strings.Contains(err.Error(), tt.field)):
-				t.Errorf("Validate: %v, want an error naming %s", err, tt.field)
+				t.Errorf("WithDefaults: %v, want nil", err)
+			case tt.field != "" && (err == nil || !strings.Contains(err.Error(), tt.field) || !strings.HasPrefix(err.Error(), "pkg: ")):
+				t.Errorf("WithDefaults: %v, want an error of pkg naming %s", err, tt.field)
+			}
+			if tt.field == "" && (got.Schema != tt.in.Schema || got.Table == "" || got.IdleInTransactionTimeout == 0) {
+				t.Errorf("WithDefaults = %+v: want Schema kept, Table and the idle timeout set", got)
 			}
 		})
+	}
+	got, _ := Settings{}.WithDefaults("pkg")
+	if got.Table != DefaultTable || got.IdleInTransactionTimeout != DefaultIdleInTransactionTimeout {
+		t.Errorf("defaults = %+v", got)
+	}
+}
+
+func TestQuote(t *testing.T) {
+	// The quoting pgx's Identifier.Sanitize does, without pgx.
+	t.Parallel()
+	for in, want := range map[string]string{
+		"t":                 `"t"`,
+		`we"ird`:            `"we""ird"`,
+		`"`:                 `""""`,
+		"Tab; DROP TABLE x": `"Tab; DROP TABLE x"`,
+		"":                  `""`,
+	} {
+		if got := Quote(in); got != want {
+			t.Errorf("Quote(%q) = %s, want %s", in, got, want)
+		}
+		if got := (pgx.Identifier{in}).Sanitize(); got != want {
+			t.Errorf("pgx's Sanitize(%q) = %s, want %s: the two quotings differ", in, got, want)
+		}
 	}
 }
 
@@ -123,9 +153,23 @@ func TestErrorsOfAnyDriver(t *testing.T) {
 func TestStatementsShareOneTable(t *testing.T) {
 	t.Parallel()
 	n := NewNames("s", "t")
-	st := NewStatements(n)
+	st := NewStatements(n, 30*time.Second)
 	if !strings.Contains(st.Lock, "client_connection_check_interval") || strings.Contains(st.LockPlain, "client_connection_check_interval") {
 		t.Errorf("Lock sets the connection check and LockPlain does not: %q / %q", st.Lock, st.LockPlain)
+	}
+	for _, l := range []string{st.Lock, st.LockPlain} {
+		if !strings.Contains(l, "'idle_in_transaction_session_timeout', '30000', true") {
+			t.Errorf("the lock does not set the idle timeout for the transaction: %q", l)
+		}
+	}
+	if strings.Contains(st.TryLock, "set_config") {
+		t.Errorf("TryLock sets something: %q", st.TryLock)
+	}
+	for idle, want := range map[time.Duration]string{time.Nanosecond: "'1'", 1500 * time.Microsecond: "'2'", -1: ""} {
+		l := NewStatements(n, idle).LockPlain
+		if got := strings.Contains(l, "idle_in_transaction_session_timeout"); got != (want != "") || !strings.Contains(l, want) {
+			t.Errorf("NewStatements(%s).LockPlain = %q, want the timeout %s", idle, l, want)
+		}
 	}
 	for name, sql := range map[string]string{"Select": st.Select, "Delete": st.Delete, "Insert": st.Insert, "Sweep": st.Sweep, "Probe": st.Probe} {
 		if !strings.Contains(sql, n.Table) {
@@ -133,7 +177,7 @@ func TestStatementsShareOneTable(t *testing.T) {
 		}
 	}
 	// The lock is its own statement; the read that decides must not be
-	// fused with it (DESIGN §7, "snapshot before lock").
+	// fused with it (docs/DESIGN.md, pitfall "snapshot before lock").
 	if strings.Contains(st.Select, "advisory") || strings.Contains(st.Lock, n.Table) {
 		t.Errorf("Lock and Select are fused: %q / %q", st.Lock, st.Select)
 	}
@@ -141,7 +185,7 @@ func TestStatementsShareOneTable(t *testing.T) {
 
 func TestConnCheck(t *testing.T) {
 	t.Parallel()
-	st := NewStatements(NewNames("s", "t"))
+	st := NewStatements(NewNames("s", "t"), time.Second)
 	var c ConnCheck
 	entered, release := make(chan struct{}), make(chan struct{})
 	var calls atomic.Int32
@@ -188,7 +232,7 @@ func TestConnCheck(t *testing.T) {
 
 func TestConnCheckSurvivesAPanic(t *testing.T) {
 	t.Parallel()
-	st := NewStatements(NewNames("s", "t"))
+	st := NewStatements(NewNames("s", "t"), time.Second)
 	var c ConnCheck
 	func() {
 		defer func() { _ = recover() }()

@@ -68,12 +68,29 @@ func finish(rec *idem.Record, state string, headers []byte) (*idem.Record, error
 	return rec, nil
 }
 
-// EncodeHeaders is the jsonb value of h; nil stays NULL.
-func EncodeHeaders(h map[string][]string) ([]byte, error) {
-	if h == nil {
-		return nil, nil
+// InsertArgs returns the parameters of Statements.Insert for r under
+// (scope, key), the key the transaction locked, written by the
+// transaction that Lock found started at txStart. The headers go
+// as JSON text (nil for NULL): pgx and every database/sql driver send a
+// string as it is, where some send []byte as bytea.
+func InsertArgs(scope, key string, r *idem.Record, txStart time.Time) ([]any, error) {
+	var headers any
+	if r.Result.Header != nil {
+		b, err := json.Marshal(r.Result.Header)
+		if err != nil {
+			return nil, fmt.Errorf("headers: %w", err)
+		}
+		headers = string(b)
 	}
-	return json.Marshal(h)
+	body := r.Result.Body
+	if body == nil {
+		body = []byte{}
+	}
+	state := r.State
+	if state == "" {
+		state = idem.StateCompleted
+	}
+	return []any{scope, key, r.Fingerprint, string(state), r.Result.Status, headers, body, r.CreatedAt, r.ExpiresAt, txStart}, nil
 }
 
 // Answer decides a Begin, or a probe, from what it saw: whether it got the

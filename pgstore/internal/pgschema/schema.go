@@ -1,7 +1,9 @@
 // Package pgschema is what pgstore and pgstore/sqldb share so that both
-// drive one table the same way: the quoted names, the migrations, the SQL
-// of every statement, the advisory lock key, the reading of a record and
-// the classification of PostgreSQL errors.
+// drive one table the same way: the defaults and checks of their Config,
+// the quoted names, the migrations, the SQL of every statement, the
+// advisory lock key, the reading of a record and the classification of
+// PostgreSQL errors. It imports no driver, so that a database/sql user
+// never builds pgx.
 //
 // A service may move from one store to the other, or run both at once on
 // one table: the rows, the migrations recorded in "<Table>_migrations" and
@@ -12,13 +14,11 @@ package pgschema
 
 import (
 	"context"
-	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unicode/utf8"
-
-	"github.com/jackc/pgx/v5"
+	"time"
 )
 
 // Names are the quoted identifiers of one store's table.
@@ -31,42 +31,22 @@ type Names struct {
 }
 
 // NewNames quotes the identifiers of table in schema. Both must have
-// passed Validate.
+// passed Settings.Check.
 func NewNames(schema, table string) Names {
 	return Names{
-		Schema:     pgx.Identifier{schema}.Sanitize(),
-		Table:      pgx.Identifier{schema, table}.Sanitize(),
-		Migrations: pgx.Identifier{schema, table + "_migrations"}.Sanitize(),
-		PKey:       pgx.Identifier{table + "_pkey"}.Sanitize(),
-		ExpiresIdx: pgx.Identifier{table + "_expires_at_idx"}.Sanitize(),
+		Schema:     Quote(schema),
+		Table:      Quote(schema) + "." + Quote(table),
+		Migrations: Quote(schema) + "." + Quote(table+"_migrations"),
+		PKey:       Quote(table + "_pkey"),
+		ExpiresIdx: Quote(table + "_expires_at_idx"),
 	}
 }
 
-// maxTableLen keeps the names derived from the table ("…_migrations",
-// "…_expires_at_idx") within PostgreSQL's 63-byte identifier limit, which
-// it would otherwise truncate silently.
-const maxTableLen = 63 - len("_expires_at_idx")
-
-// Validate rejects a schema or table name that PostgreSQL cannot hold,
-// naming the pgstore.Config field at fault. Any other character is fine:
-// identifiers are always quoted.
-func Validate(schema, table string) error {
-	if err := checkIdent("Schema", schema, 63); err != nil {
-		return err
-	}
-	return checkIdent("Table", table, maxTableLen)
-}
-
-func checkIdent(field, name string, max int) error {
-	switch {
-	case len(name) > max:
-		return fmt.Errorf("pgstore: Config.%s must be at most %d bytes, got %d", field, max, len(name))
-	case !utf8.ValidString(name):
-		return fmt.Errorf("pgstore: Config.%s must be valid UTF-8", field)
-	case strings.ContainsRune(name, 0):
-		return fmt.Errorf("pgstore: Config.%s must not contain a NUL byte", field)
-	}
-	return nil
+// Quote returns name as a quoted SQL identifier: in double quotes, each
+// double quote doubled. Any name is safe in it (Settings.Check has
+// refused the NUL byte, which PostgreSQL cannot hold).
+func Quote(name string) string {
+	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
 }
 
 // recordColumns are the columns a record is read from, in the order
@@ -79,20 +59,35 @@ const recordColumns = `fingerprint, state, status, headers, body, created_at, ex
 type Statements struct {
 	// Lock tries the key's transaction-scoped advisory lock: $1 is
 	// LockKey. It returns the lock's boolean, a text to discard and the
-	// transaction's start time. The
-	// same statement sets client_connection_check_interval for the rest
-	// of the transaction: a backend that waits (on a row lock, a slow
-	// query) while its client is gone notices within
-	// ConnectionCheckInterval and rolls back, which frees the key's lock.
-	// Without it, a crashed process's transaction would hold the key
-	// until that wait ended, and every retry would be answered "in
-	// flight" meanwhile. Servers without the setting get LockPlain (see
+	// transaction's start time. The same statement sets, for the rest of
+	// the transaction only:
+	//
+	//   - client_connection_check_interval: a backend that waits (on a
+	//     row lock, a slow query) while its client is gone notices within
+	//     ConnectionCheckInterval, once the client's socket is closed,
+	//     and rolls back, which frees the key's lock. Without it, a
+	//     crashed process's transaction would hold the key until that
+	//     wait ended, and every retry would be answered "in flight"
+	//     meanwhile.
+	//   - idle_in_transaction_session_timeout: a backend idle between two
+	//     statements of the work for longer ends its session and rolls
+	//     back. It bounds the hold of a client that vanished without
+	//     closing its socket (power loss, a partition), which no check of
+	//     the socket sees: without it, the key would be held until TCP
+	//     keepalive gives up, about two hours by default.
+	//
+	// Servers without client_connection_check_interval get LockPlain (see
 	// ConnCheck).
 	Lock string
 
 	// LockPlain is Lock without the connection check. Both return, third,
 	// transaction_timestamp(), for Insert.
 	LockPlain string
+
+	// TryLock tries the key's lock ($1) alone, for a probe that runs
+	// outside any explicit transaction: it is released at the end of the
+	// implicit transaction of the probe. It sets nothing.
+	TryLock string
 
 	// Select reads the record of ($1 scope, $2 key) for ScanRecord. It
 	// must run in a statement after Lock, never fused with it: its
@@ -134,11 +129,20 @@ type Statements struct {
 // Statements.Lock sets for the stores' transactions.
 const ConnectionCheckInterval = "1s"
 
-// NewStatements returns the statements on the table n names.
-func NewStatements(n Names) Statements {
+// NewStatements returns the statements on the table n names. idle is the
+// idle_in_transaction_session_timeout that Lock and LockPlain set for the
+// transaction (Settings.IdleInTransactionTimeout); a negative idle sets
+// nothing and leaves the server's.
+func NewStatements(n Names, idle time.Duration) Statements {
+	setIdle := `''::text`
+	if idle > 0 {
+		ms := (idle + time.Millisecond - 1) / time.Millisecond
+		setIdle = `set_config('idle_in_transaction_session_timeout', '` + strconv.FormatInt(int64(ms), 10) + `', true)`
+	}
 	return Statements{
-		Lock:      `SELECT pg_try_advisory_xact_lock($1), set_config('client_connection_check_interval', '` + ConnectionCheckInterval + `', true), transaction_timestamp()`,
-		LockPlain: `SELECT pg_try_advisory_xact_lock($1), ''::text, transaction_timestamp()`,
+		Lock:      `SELECT pg_try_advisory_xact_lock($1), set_config('client_connection_check_interval', '` + ConnectionCheckInterval + `', true) || ` + setIdle + `, transaction_timestamp()`,
+		LockPlain: `SELECT pg_try_advisory_xact_lock($1), ` + setIdle + `, transaction_timestamp()`,
+		TryLock:   `SELECT pg_try_advisory_xact_lock($1)`,
 		Select:    `SELECT ` + recordColumns + ` FROM ` + n.Table + ` WHERE scope = $1 AND key = $2`,
 		Delete:    `DELETE FROM ` + n.Table + ` WHERE scope = $1 AND key = $2 AND expires_at <= $3`,
 		Insert:    `INSERT INTO ` + n.Table + ` (scope, key, ` + recordColumns + `) VALUES ($1, $2, CASE WHEN transaction_timestamp() = $10::timestamptz THEN $3::text END, $4, $5, $6, $7, $8, $9)`,

@@ -1,9 +1,10 @@
-package pgstore_test
+package pgstoretest
 
 import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -14,9 +15,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/pgtest"
-	"github.com/idemkit/idem/pgstore"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/idemkit/idem/pgstore/internal/pgschema"
 )
 
 // The benchmarks share one shape: a pool of benchPoolSize connections on
@@ -27,67 +26,59 @@ const (
 )
 
 type benchEnv struct {
-	pool  *pgxpool.Pool
-	store *pgstore.Store
+	*Env
+	d     Driver
 	guard *idem.Guard
 	run   string // prefix that makes this run's keys unique
 }
 
-func benchSetup(b *testing.B, cfg *pgstore.Config) *benchEnv {
+func benchSetup(b *testing.B, d Driver, cfg Config) *benchEnv {
 	b.Helper()
 	pgtest.Require(b)
 	schema := pgtest.SchemaName(b)
-	pool := newPool(b, schema, "", benchPoolSize)
-	var c pgstore.Config
-	if cfg != nil {
-		c = *cfg
-	}
-	c.Schema = schema
-	s, err := pgstore.New(context.Background(), pool, &c)
+	cfg.Schema = schema
+	e, err := d.Open(context.Background(), b, Conn{SearchPath: schema, MaxConns: benchPoolSize}, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
 	for _, q := range []string{
 		`CREATE TABLE accounts (id integer PRIMARY KEY, balance bigint NOT NULL)`,
 		fmt.Sprintf(`INSERT INTO accounts SELECT g, 1000000 FROM generate_series(1, %d) g`, benchAccounts),
 		`CREATE TABLE transfers (id bigserial PRIMARY KEY, key text, src integer NOT NULL, dst integer NOT NULL, amount bigint NOT NULL)`,
 		`VACUUM ANALYZE accounts`,
 	} {
-		if _, err := pool.Exec(ctx, q); err != nil {
+		if err := e.DB.Exec(context.Background(), q); err != nil {
 			b.Fatal(err)
 		}
 	}
-	g, err := idem.New(s, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
 	var r [4]byte
 	_, _ = crand.Read(r[:])
-	return &benchEnv{pool: pool, store: s, guard: g, run: hex.EncodeToString(r[:])}
+	return &benchEnv{Env: e, d: d, guard: newGuard(b, e.Store, nil), run: hex.EncodeToString(r[:])}
 }
 
 // transfer is the effect: two balance updates, in id order so that
 // concurrent transfers never deadlock, and the transfer row.
-func transfer(ctx context.Context, tx pgx.Tx, key string, rng *rand.Rand) error {
+func transfer(ctx context.Context, tx pgschema.Querier, key string, rng *rand.Rand) error {
 	a, c := 1+rng.IntN(benchAccounts), 1+rng.IntN(benchAccounts-1)
 	if c >= a {
 		c++
 	}
 	lo, hi := min(a, c), max(a, c)
-	if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - 1 WHERE id = $1`, lo); err != nil {
+	if err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - 1 WHERE id = $1`, lo); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance + 1 WHERE id = $1`, hi); err != nil {
+	if err := tx.Exec(ctx, `UPDATE accounts SET balance = balance + 1 WHERE id = $1`, hi); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO transfers (key, src, dst, amount) VALUES ($1, $2, $3, 1)`, key, lo, hi)
-	return err
+	return tx.Exec(ctx, `INSERT INTO transfers (key, src, dst, amount) VALUES ($1, $2, $3, 1)`, key, lo, hi)
 }
 
 func (e *benchEnv) idemTransfer(ctx context.Context, key string, rng *rand.Rand) (bool, error) {
 	_, replayed, err := e.guard.Do(ctx, idem.Request{Scope: "bench", Key: key, Fingerprint: "fp"}, func(ctx context.Context) (idem.Result, error) {
-		tx, _ := pgstore.TxFrom(ctx)
+		tx, err := e.d.Tx(ctx, nil)
+		if err != nil {
+			return idem.Result{}, err
+		}
 		if err := transfer(ctx, tx, key, rng); err != nil {
 			return idem.Result{}, err
 		}
@@ -97,7 +88,9 @@ func (e *benchEnv) idemTransfer(ctx context.Context, key string, rng *rand.Rand)
 }
 
 func (e *benchEnv) plainTransfer(ctx context.Context, key string, rng *rand.Rand) error {
-	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error { return transfer(ctx, tx, key, rng) })
+	return e.InTx(ctx, func(tx pgschema.Querier) error {
+		return transfer(ctx, tx, key, rng)
+	})
 }
 
 // parallel runs b.N calls of op over conc goroutines and reports ops/s.
@@ -129,17 +122,17 @@ func parallel(b *testing.B, conc int, op func(n int64, rng *rand.Rand) error) {
 
 // BenchmarkTransfer compares a transfer with idem (Guard.Do, one new key a
 // call) and without (a plain transaction), same pool, same concurrency.
-func BenchmarkTransfer(b *testing.B) {
+func BenchmarkTransfer(b *testing.B, d Driver) {
 	for _, conc := range []int{1, 8, 32} {
 		b.Run(fmt.Sprintf("Plain/conc=%d", conc), func(b *testing.B) {
-			e := benchSetup(b, nil)
+			e := benchSetup(b, d, Config{})
 			parallel(b, conc, func(n int64, rng *rand.Rand) error {
 				return e.plainTransfer(context.Background(), fmt.Sprint(e.run, n), rng)
 			})
 		})
 		for _, probe := range []bool{false, true} {
 			b.Run(fmt.Sprintf("Idem/probe=%v/conc=%d", probe, conc), func(b *testing.B) {
-				e := benchSetup(b, &pgstore.Config{ReplayProbe: probe})
+				e := benchSetup(b, d, Config{ReplayProbe: probe})
 				parallel(b, conc, func(n int64, rng *rand.Rand) error {
 					_, err := e.idemTransfer(context.Background(), fmt.Sprint(e.run, n), rng)
 					return err
@@ -152,12 +145,12 @@ func BenchmarkTransfer(b *testing.B) {
 // BenchmarkReplay measures retries of completed keys (replays), to compare
 // with the first executions of BenchmarkTransfer/Idem at the same
 // concurrency.
-func BenchmarkReplay(b *testing.B) {
+func BenchmarkReplay(b *testing.B, d Driver) {
 	const keys = 2000
 	for _, probe := range []bool{false, true} {
 		for _, conc := range []int{1, 8, 32} {
 			b.Run(fmt.Sprintf("probe=%v/conc=%d", probe, conc), func(b *testing.B) {
-				e := benchSetup(b, &pgstore.Config{ReplayProbe: probe})
+				e := benchSetup(b, d, Config{ReplayProbe: probe})
 				rng := rand.New(rand.NewPCG(1, 2))
 				for i := range keys {
 					if _, err := e.idemTransfer(context.Background(), fmt.Sprint(e.run, i), rng); err != nil {
@@ -183,10 +176,10 @@ const stormCallers = 100
 // once (in flight, or a replay once it committed). It reports the p50 and
 // p99 latency of those answers beside the same storm of plain reads (one
 // SELECT of an account each) and their ratio.
-func BenchmarkStorm(b *testing.B) {
+func BenchmarkStorm(b *testing.B, d Driver) {
 	for _, probe := range []bool{false, true} {
 		b.Run(fmt.Sprintf("probe=%v", probe), func(b *testing.B) {
-			e := benchSetup(b, &pgstore.Config{ReplayProbe: probe})
+			e := benchSetup(b, d, Config{ReplayProbe: probe})
 			ctx := context.Background()
 			var answers, reads []time.Duration
 			var inFlight, replays int
@@ -227,7 +220,7 @@ func BenchmarkStorm(b *testing.B) {
 					case r.err == nil:
 						replays++
 						answers = append(answers, r.d)
-					case errorsIsInFlight(r.err):
+					case errors.Is(r.err, idem.ErrInFlight):
 						inFlight++
 						answers = append(answers, r.d)
 					default:
@@ -235,7 +228,7 @@ func BenchmarkStorm(b *testing.B) {
 					}
 				}
 				var effects int
-				if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM transfers WHERE key = $1`, key).Scan(&effects); err != nil {
+				if err := e.DB.QueryRow(ctx, `SELECT count(*) FROM transfers WHERE key = $1`, key).Scan(&effects); err != nil {
 					b.Fatal(err)
 				}
 				if executed != 1 || effects != 1 {
@@ -250,7 +243,7 @@ func BenchmarkStorm(b *testing.B) {
 						<-start
 						t := time.Now()
 						var bal int64
-						if err := e.pool.QueryRow(ctx, `SELECT balance FROM accounts WHERE id = $1`, 1+c%benchAccounts).Scan(&bal); err != nil {
+						if err := e.DB.QueryRow(ctx, `SELECT balance FROM accounts WHERE id = $1`, 1+c%benchAccounts).Scan(&bal); err != nil {
 							b.Error(err)
 						}
 						durs <- time.Since(t)
@@ -277,11 +270,6 @@ func BenchmarkStorm(b *testing.B) {
 	}
 }
 
-func errorsIsInFlight(err error) bool {
-	_, ok := err.(*idem.InFlightError)
-	return ok
-}
-
 func percentile(ds []time.Duration, p int) time.Duration {
 	if len(ds) == 0 {
 		return 0
@@ -296,12 +284,12 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // BenchmarkSweep deletes sweepRows expired records with the Sweeper
 // (batches of 1000) while 8 workers run idempotent transfers, and reports
 // the sweep's rows/s and the transfers' ops/s during the sweep.
-func BenchmarkSweep(b *testing.B) {
+func BenchmarkSweep(b *testing.B, d Driver) {
 	const sweepRows = 100_000
-	e := benchSetup(b, nil)
+	e := benchSetup(b, d, Config{})
 	ctx := context.Background()
 	now := time.Now()
-	sw, err := idem.NewSweeper(e.store, &idem.SweeperConfig{BatchSize: 1000})
+	sw, err := idem.NewSweeper(e.Store, &idem.SweeperConfig{BatchSize: 1000})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -310,12 +298,12 @@ func BenchmarkSweep(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
-		if _, err := e.pool.Exec(ctx, `INSERT INTO idem_records (scope, key, fingerprint, state, status, body, created_at, expires_at)
+		if err := e.DB.Exec(ctx, `INSERT INTO idem_records (scope, key, fingerprint, state, status, body, created_at, expires_at)
 SELECT 'old', 'k' || g, 'fp', 'completed', 200, '\x7b7d', $1::timestamptz - interval '2 days', $1::timestamptz - interval '1 day' + g * interval '1 ms'
-FROM generate_series(1, $2) g`, now, sweepRows); err != nil {
+FROM generate_series(1, $2::int) g`, now, sweepRows); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := e.pool.Exec(ctx, `VACUUM ANALYZE idem_records`); err != nil {
+		if err := e.DB.Exec(ctx, `VACUUM ANALYZE idem_records`); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
@@ -362,13 +350,14 @@ FROM generate_series(1, $2) g`, now, sweepRows); err != nil {
 // BenchmarkTransferRatio runs the transfer with and without idem on the same
 // pool, alternating in rounds (plain, idem, idem, plain, …) so that the
 // machine's noise and the tables' growth hit both alike, and reports the
-// throughput ratio idem/plain (the bar is ≥ 0.85). b.N is the number of
-// rounds; each round runs 200 transfers per variant.
-func BenchmarkTransferRatio(b *testing.B) {
+// throughput ratio idem/plain. b.N is the number of rounds; each round runs
+// 200 transfers per variant. Run it with a small -benchtime (for example
+// 20x).
+func BenchmarkTransferRatio(b *testing.B, d Driver) {
 	const perRound = 200
 	for _, conc := range []int{1, 8, 32} {
 		b.Run(fmt.Sprintf("conc=%d", conc), func(b *testing.B) {
-			e := benchSetup(b, nil)
+			e := benchSetup(b, d, Config{})
 			var seq atomic.Int64
 			round := func(idemOn bool) time.Duration {
 				var next atomic.Int64
