@@ -10,7 +10,6 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/pgtest"
-	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/pgstore/sqldb"
 	"github.com/idemkit/idem/storetest"
 	"github.com/jackc/pgx/v5"
@@ -23,7 +22,7 @@ func TestConformance(t *testing.T) {
 
 func TestConformanceReplayProbe(t *testing.T) {
 	pgtest.Require(t)
-	storetest.Run(t, conformanceHarness(&pgstore.Config{ReplayProbe: true}))
+	storetest.Run(t, conformanceHarness(&sqldb.Config{ReplayProbe: true}))
 }
 
 // conformanceTables are the tables the harness writes to, in schema %[1]s:
@@ -44,7 +43,7 @@ ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, state
 // through pgx's stdlib driver: the store's table and the harness's tables
 // live there, and the connections' search_path names it. base is copied
 // for each store; its Schema is set to the location.
-func conformanceHarness(base *pgstore.Config) storetest.Harness {
+func conformanceHarness(base *sqldb.Config) storetest.Harness {
 	var dbs sync.Map // *sqldb.Store → *sql.DB
 	dbOf := func(s idem.Store) (*sql.DB, error) {
 		if db, ok := dbs.Load(s); ok {
@@ -68,7 +67,7 @@ func conformanceHarness(base *pgstore.Config) storetest.Harness {
 			if err != nil {
 				return nil, err
 			}
-			var cfg pgstore.Config
+			var cfg sqldb.Config
 			if base != nil {
 				cfg = *base
 			}

@@ -155,84 +155,6 @@ func testBeginIsReadCommitted(t *testing.T, d Driver) {
 	}
 }
 
-func testCommitConflictsBehindTheLock(t *testing.T, d Driver) {
-	// E2: uniqueness is the constraint's, not the lock's. A live record
-	// that appears while a Tx holds the key (written by something that
-	// bypassed the lock) is never overwritten: Commit fails with
-	// ErrConflict, read from the server's SQLSTATE, and the work's effect
-	// is rolled back.
-	e, _ := setup(t, d, Config{})
-	ctx := context.Background()
-	rec, tx, err := e.Store.Begin(ctx, &idem.BeginParams{Scope: "s", Key: "k", Now: t0})
-	if err != nil || rec != nil {
-		t.Fatalf("Begin: rec=%v err=%v", rec, err)
-	}
-	if err := execIn(ctx, d, tx, `INSERT INTO effects (name) VALUES ('conflict')`); err != nil {
-		t.Fatal(err)
-	}
-	mustExec(t, e, `INSERT INTO idem_records (scope, key, fingerprint, state, status, body, created_at, expires_at) VALUES ('s', 'k', 'other', 'completed', 200, 'theirs', $1, $2)`, t0, t0.Add(time.Hour))
-	err = tx.Commit(ctx, &idem.CommitParams{Record: record("s", "k", t0, time.Hour), Now: t0})
-	if !errors.Is(err, idem.ErrConflict) || errors.Is(err, idem.ErrUnavailable) {
-		t.Fatalf("Commit: %v, want ErrConflict (not ErrUnavailable)", err)
-	}
-	if n := count(t, e, `SELECT count(*) FROM effects`); n != 0 {
-		t.Errorf("effects = %d, want 0", n)
-	}
-	got, err := e.Store.Lookup(ctx, &idem.LookupParams{Scope: "s", Key: "k"})
-	if err != nil || got.Fingerprint != "other" || string(got.Result.Body) != "theirs" {
-		t.Errorf("Lookup = %+v, %v; want the other record untouched", got, err)
-	}
-	// The conflict leaves the key free and the pool healthy.
-	if rec, tx, err := e.Store.Begin(ctx, &idem.BeginParams{Scope: "s", Key: "k", Now: t0}); err != nil || rec == nil || tx != nil {
-		t.Errorf("Begin after the conflict: rec=%v tx=%v err=%v, want the live record", rec, tx, err)
-	}
-}
-
-func testCommitReplacesOnlyAnExpiredRecord(t *testing.T, d Driver) {
-	// E7 and the pitfall "replacing an expired record by key alone"
-	// (docs/DESIGN.md): an expired record is replaced; the DELETE before
-	// the INSERT carries the expiry test, so a live record is never
-	// deleted.
-	e, _ := setup(t, d, Config{})
-	s := e.Store
-	ctx := context.Background()
-	commit := func(now time.Time, body string) error {
-		rec, tx, err := s.Begin(ctx, &idem.BeginParams{Scope: "s", Key: "k", Now: now})
-		if err != nil || rec != nil {
-			return fmt.Errorf("begin: rec=%v err=%v", rec, err)
-		}
-		r := record("s", "k", now, time.Minute)
-		r.Result.Body = []byte(body)
-		return tx.Commit(ctx, &idem.CommitParams{Record: r, Now: now})
-	}
-	if err := commit(t0, "one"); err != nil {
-		t.Fatal(err)
-	}
-	later := t0.Add(time.Minute)
-	if err := commit(later, "two"); err != nil {
-		t.Fatalf("replacing the expired record: %v", err)
-	}
-	got, err := s.Lookup(ctx, &idem.LookupParams{Scope: "s", Key: "k"})
-	if err != nil || string(got.Result.Body) != "two" || !got.ExpiresAt.Equal(later.Add(time.Minute)) {
-		t.Fatalf("Lookup = %+v, %v; want the new record", got, err)
-	}
-	// A Tx whose Begin saw the record expired (its clock is behind the
-	// writer's) must not replace a record live at its commit time.
-	_, tx, err := s.Begin(ctx, &idem.BeginParams{Scope: "s", Key: "other", Now: later})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = tx.Rollback(ctx)
-	rec, tx, err := s.Begin(ctx, &idem.BeginParams{Scope: "s", Key: "k", Now: later.Add(2 * time.Minute)})
-	if err != nil || rec != nil {
-		t.Fatalf("Begin: rec=%v err=%v", rec, err)
-	}
-	err = tx.Commit(ctx, &idem.CommitParams{Record: record("s", "k", later, time.Hour), Now: later})
-	if !errors.Is(err, idem.ErrConflict) {
-		t.Errorf("Commit over a record live at Now: %v, want ErrConflict", err)
-	}
-}
-
 func testHashCollisionOnlyCostsInFlight(t *testing.T, d Driver) {
 	// The pitfall "lock by hash, decide by hash" (docs/DESIGN.md): with
 	// every key hashing to one lock, a second key is refused while the
@@ -315,36 +237,6 @@ func testWorkThatEndsTheTransaction(t *testing.T, d Driver) {
 				t.Errorf("retry: replayed=%v err=%v, want a fresh run", replayed, err)
 			}
 		})
-	}
-}
-
-func testDeferredUniqueViolation(t *testing.T, d Driver) {
-	// A unique violation that the work's own DEFERRABLE constraint raises
-	// at COMMIT is the work's failure: it is not ErrConflict (which would
-	// look for a record that does not exist and answer "in flight" to
-	// every retry), nothing commits, and the key stays free.
-	e, _ := setup(t, d, Config{})
-	ctx := context.Background()
-	mustExec(t, e, `CREATE TABLE uniq (v int, CONSTRAINT uniq_v UNIQUE (v) DEFERRABLE INITIALLY DEFERRED)`)
-	g := newGuard(t, e.Store, nil)
-	_, _, err := g.Do(ctx, idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}, func(ctx context.Context) (idem.Result, error) {
-		return idem.Result{Status: 201}, execIn(ctx, d, nil, `INSERT INTO uniq VALUES (1), (1)`) // checked at COMMIT
-	})
-	var ife *idem.InFlightError
-	if err == nil || errors.As(err, &ife) || errors.Is(err, idem.ErrConflict) {
-		t.Fatalf("Do: %v, want the work's constraint failure, not a conflict or in-flight", err)
-	}
-	if d.Transient(err) {
-		t.Errorf("Transient(%v) = true; a constraint violation will not go away", err)
-	}
-	if n := count(t, e, `SELECT count(*) FROM uniq`); n != 0 {
-		t.Errorf("uniq rows = %d, want 0", n)
-	}
-	if n := count(t, e, `SELECT count(*) FROM idem_records`); n != 0 {
-		t.Errorf("records = %d, want 0", n)
-	}
-	if _, replayed, err := g.Do(ctx, idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}, effect(d, "k", idem.Result{Status: 201})); err != nil || replayed {
-		t.Errorf("retry: replayed=%v err=%v, want a fresh run", replayed, err)
 	}
 }
 
