@@ -1,8 +1,8 @@
 package main
 
 import (
-	"github.com/idemkit/idem/internal/transfers"
 	"github.com/idemkit/idem/idemhttp/idemprom"
+	"github.com/idemkit/idem/internal/transfers"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"

@@ -1,0 +1,112 @@
+package transfers
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+)
+
+// maxBody is the largest request body the service reads.
+const maxBody = 1 << 20
+
+// limitBody bounds the time a client may take to send a request body
+// (Config.BodyTimeout) with a read deadline on the connection. The deadline
+// is lifted as soon as the body has been read to its end, so that it never
+// cuts the server's watch for a client that goes away while the work runs.
+// A body that is never read to its end keeps the deadline, which then
+// bounds the server's reading of the rest after the handler returns.
+func (s *Service) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		deadline := time.Now().Add(s.cfg.BodyTimeout)
+		if err := rc.SetReadDeadline(deadline); err == nil {
+			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc, deadline: deadline}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody is a request body read under a connection read deadline,
+// which it lifts at the end of the body.
+type deadlineBody struct {
+	io.ReadCloser
+	rc       *http.ResponseController
+	deadline time.Time
+	lifted   bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.lifted {
+		b.lifted = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// tooSlow reports whether err, from reading r's body, means the client did
+// not send it in time.
+func tooSlow(r *http.Request, err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	b, ok := r.Body.(*deadlineBody)
+	return ok && !time.Now().Before(b.deadline)
+}
+
+// readBody reads r's whole body. When it cannot, it answers the request
+// itself and returns false: 413 for a body over maxBody, 408 for a client
+// too slow to send it (the store is not involved), 400 otherwise.
+func (s *Service) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.ContentLength > maxBody {
+		tooLarge(w, r)
+		return nil, false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	switch {
+	case err != nil && tooSlow(r, err):
+		w.Header().Set("Connection", "close")
+		problem(w, http.StatusRequestTimeout, "request-timeout", "Request body too slow",
+			fmt.Sprintf("the request body did not arrive within %s; nothing was done", s.cfg.BodyTimeout))
+		return nil, false
+	case err != nil:
+		problem(w, http.StatusBadRequest, "unreadable-body", "Unreadable body", err.Error())
+		return nil, false
+	case len(body) > maxBody:
+		tooLarge(w, r)
+		return nil, false
+	}
+	return body, true
+}
+
+// tooLarge answers 413, then reads the rest of the body (boundedly) so
+// that a client still sending reads the 413 instead of a connection reset.
+func tooLarge(w http.ResponseWriter, r *http.Request) {
+	problem(w, http.StatusRequestEntityTooLarge, "request-too-large", "Request too large", fmt.Sprintf("the body must not exceed %d bytes", maxBody))
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	_ = rc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.CopyN(io.Discard, r.Body, 64<<20)
+}
+
+// decode reads r's body as one JSON document into v. When it cannot, it
+// answers the request itself and returns false.
+func (s *Service) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return false
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		problem(w, http.StatusBadRequest, "malformed-json", "Malformed JSON", err.Error())
+		return false
+	}
+	return true
+}
