@@ -14,52 +14,18 @@ import (
 const maxBody = 1 << 20
 
 // limitBody bounds the time a client may take to send a request body
-// (Config.BodyTimeout) with a read deadline on the connection. The deadline
-// is lifted as soon as the body has been read to its end, so that it never
-// cuts the server's watch for a client that goes away while the work runs.
-// A body that is never read to its end keeps the deadline, which then
-// bounds the server's reading of the rest after the handler returns.
+// (Config.BodyTimeout) with a read deadline on the connection. net/http
+// lifts the deadline once the body has been read to its end, so it never
+// cuts the work that follows; a body that is never read to its end keeps
+// it, which then bounds the server's reading of the rest after the handler
+// returns.
 func (s *Service) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody {
-			next.ServeHTTP(w, r)
-			return
-		}
-		rc := http.NewResponseController(w)
-		deadline := time.Now().Add(s.cfg.BodyTimeout)
-		if err := rc.SetReadDeadline(deadline); err == nil {
-			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc, deadline: deadline}
+		if r.Body != nil && r.Body != http.NoBody {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// deadlineBody is a request body read under a connection read deadline,
-// which it lifts at the end of the body.
-type deadlineBody struct {
-	io.ReadCloser
-	rc       *http.ResponseController
-	deadline time.Time
-	lifted   bool
-}
-
-func (b *deadlineBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF && !b.lifted {
-		b.lifted = true
-		_ = b.rc.SetReadDeadline(time.Time{})
-	}
-	return n, err
-}
-
-// tooSlow reports whether err, from reading r's body, means the client did
-// not send it in time.
-func tooSlow(r *http.Request, err error) bool {
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return true
-	}
-	b, ok := r.Body.(*deadlineBody)
-	return ok && !time.Now().Before(b.deadline)
 }
 
 // readBody reads r's whole body. When it cannot, it answers the request
@@ -72,7 +38,7 @@ func (s *Service) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	switch {
-	case err != nil && tooSlow(r, err):
+	case errors.Is(err, os.ErrDeadlineExceeded):
 		w.Header().Set("Connection", "close")
 		problem(w, http.StatusRequestTimeout, "request-timeout", "Request body too slow",
 			fmt.Sprintf("the request body did not arrive within %s; nothing was done", s.cfg.BodyTimeout))
