@@ -13,17 +13,26 @@ import (
 // maxBody is the largest request body the service reads.
 const maxBody = 1 << 20
 
-// limitBody bounds the time a client may take to send a request body
-// (Config.BodyTimeout) with a read deadline on the connection. net/http
-// lifts the deadline once the body has been read to its end, so it never
-// cuts the work that follows; a body that is never read to its end keeps
-// it, which then bounds the server's reading of the rest after the handler
-// returns.
-func (s *Service) limitBody(next http.Handler) http.Handler {
+// writeSlack is the time an answer has to reach the client beyond the
+// request's own bounds.
+const writeSlack = 10 * time.Second
+
+// bound sets a request's connection deadlines. The body must arrive within
+// Config.BodyTimeout, under a read deadline that net/http lifts once the
+// body has been read to its end (so it never cuts the work that follows);
+// a body that is never read to its end keeps it, which then bounds the
+// server's reading of the rest after the handler returns. The answer must
+// be written within BodyTimeout + RequestTimeout + writeSlack, so that a
+// client that does not read it cannot hold the connection, nor the
+// database connection of a streamed listing, for ever.
+func (s *Service) bound(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		now := time.Now()
 		if r.Body != nil && r.Body != http.NoBody {
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
+			_ = rc.SetReadDeadline(now.Add(s.cfg.BodyTimeout))
 		}
+		_ = rc.SetWriteDeadline(now.Add(s.cfg.BodyTimeout + s.cfg.RequestTimeout + writeSlack))
 		next.ServeHTTP(w, r)
 	})
 }

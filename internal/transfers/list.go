@@ -35,6 +35,11 @@ func (s *Service) listTransfers(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.work(r)
 	defer cancel()
+	// A client that does not read holds the query's connection only until
+	// the work's deadline: the write fails then.
+	if dl, ok := ctx.Deadline(); ok {
+		_ = http.NewResponseController(w).SetWriteDeadline(dl)
+	}
 	rs, err := s.db.pool.query(ctx, q, args...)
 	if err != nil {
 		s.fail(w, r, err)

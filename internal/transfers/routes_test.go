@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/internal/transfers"
@@ -170,4 +171,45 @@ func (p *proxy) stop() {
 		c.Close()
 	}
 	p.conn = nil
+}
+
+// A client that asks for a large listing and does not read it holds the
+// streaming query's database connection only until Config.RequestTimeout:
+// with every pool connection taken by such clients, the service still
+// answers others soon after.
+func TestUnreadListingFreesItsConnection(t *testing.T) {
+	t.Parallel()
+	schema, dsn := pgtest.Schema(t)
+	s, err := pgstore.Open(context.Background(), dsn+"&pool_max_conns=2", &pgstore.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	svc, err := transfers.New(context.Background(), transfers.Postgres(s), &transfers.Config{RequestTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(context.Background(), `
+		INSERT INTO accounts VALUES ('a', 0), ('b', 0);
+		INSERT INTO transfers (src, dst, amount, created_at) SELECT 'a', 'b', i, i FROM generate_series(1, 150000) i`); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(svc)
+	t.Cleanup(srv.Close)
+	for range 2 { // as many as the pool has connections
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		_ = conn.(*net.TCPConn).SetReadBuffer(4096)
+		if _, err := io.WriteString(conn, "GET /transfers HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(3 * time.Second)
+	c := client{t, srv.URL}
+	if r := c.do("GET", "/accounts/a", "", "", ""); r.status != 200 {
+		t.Errorf("GET /accounts/a while two clients leave their listings unread: %d %s, want 200", r.status, r.body)
+	}
 }

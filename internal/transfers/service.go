@@ -45,7 +45,9 @@ type Config struct {
 	// arrived: waiting for a connection or a lock, and the database work.
 	// Past it the work is cancelled, its transaction rolled back, and the
 	// request answered 503 with Retry-After (nothing was recorded, so the
-	// retry is safe). It also bounds the streaming of GET /transfers.
+	// retry is safe). It also bounds the streaming of GET /transfers, to a
+	// client that reads it too. Every answer must have been written within
+	// BodyTimeout + RequestTimeout + 10 seconds of the request's start.
 	// Defaults to 10 seconds.
 	RequestTimeout time.Duration
 }
@@ -128,7 +130,7 @@ func New(ctx context.Context, db *Database, cfg *Config) (*Service, error) {
 	// request is refused (400, 408, 413) and never recorded, so the
 	// client's corrected retry with the same key runs.
 	mux.Handle("POST /transfers", s.validateTransfer(create))
-	s.handler = authenticate(s.limitBody(mux))
+	s.handler = authenticate(s.bound(mux))
 	return s, nil
 }
 
