@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/transfers"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // defaultDB is the SQLite file used when -db is not given.
@@ -21,6 +24,7 @@ const defaultDB = "idem.db"
 type backend struct {
 	store  idem.Store
 	ledger *transfers.Database
+	pool   *pgxpool.Pool // PostgreSQL's connection pool; nil on SQLite
 	close  func() error
 }
 
@@ -35,6 +39,15 @@ type backendOptions struct {
 	// mustExist refuses a SQLite path with no file, rather than creating
 	// an empty database (for commands that read existing records).
 	mustExist bool
+	// readOnly opens the store without migrating it, and refuses a
+	// database without a records table rather than creating one (for
+	// commands that look after existing records).
+	readOnly bool
+	// pool is the PostgreSQL pool size (pool_max_conns); 0 keeps the
+	// URL's, or pgxpool's default. Unless poolExplicit, a pool_max_conns
+	// in the URL wins over it.
+	pool         int
+	poolExplicit bool
 }
 
 // openBackend opens a SQLite file path or a postgres:// URL. Its errors name
@@ -49,19 +62,25 @@ func openBackend(ctx context.Context, db string, opts backendOptions) (*backend,
 
 func open(ctx context.Context, db string, opts backendOptions) (*backend, error) {
 	if isPostgres(db) {
-		// The records live beside the ledger: in the schema named by the
-		// URL's search_path, if any, else in public.
-		cfg := &pgstore.Config{ReplayProbe: opts.replayProbe}
-		if u, err := url.Parse(db); err == nil {
-			if sp := u.Query().Get("search_path"); sp != "" && !strings.Contains(sp, ",") {
-				cfg.Schema = strings.TrimSpace(sp)
+		// The records live beside the ledger: pgstore uses the
+		// connection's current schema (the URL's search_path, if any).
+		if opts.pool > 0 {
+			var err error
+			if db, err = withPoolSize(db, opts.pool, opts.poolExplicit); err != nil {
+				return nil, err
 			}
 		}
-		s, err := pgstore.Open(ctx, db, cfg)
+		s, err := pgstore.Open(ctx, db, &pgstore.Config{ReplayProbe: opts.replayProbe, SkipMigrate: opts.readOnly})
 		if err != nil {
 			return nil, err
 		}
-		return &backend{store: s, ledger: transfers.Postgres(s), close: s.Close}, nil
+		if opts.readOnly {
+			if err := hasRecordsTable(ctx, s.Pool()); err != nil {
+				s.Close()
+				return nil, err
+			}
+		}
+		return &backend{store: s, ledger: transfers.Postgres(s), pool: s.Pool(), close: s.Close}, nil
 	}
 	if opts.mustExist {
 		if _, err := os.Stat(db); err != nil {
@@ -73,6 +92,49 @@ func open(ctx context.Context, db string, opts backendOptions) (*backend, error)
 		return nil, err
 	}
 	return &backend{store: s, ledger: transfers.SQLite(s), close: s.Close}, nil
+}
+
+// hasRecordsTable checks that the connection's current schema holds the
+// records table, so that a command that must not create it can say what is
+// wrong (a misspelled search_path, a database idem serve never used)
+// instead of failing on a missing relation.
+func hasRecordsTable(ctx context.Context, pool *pgxpool.Pool) error {
+	var schema *string
+	var found bool
+	err := pool.QueryRow(ctx,
+		`SELECT current_schema(), to_regclass(format('%I.%I', current_schema(), $1::text)) IS NOT NULL`,
+		pgstore.DefaultTable).Scan(&schema, &found)
+	switch {
+	case err != nil:
+		return err
+	case schema == nil:
+		return errors.New("the search_path names no schema that exists; check -db's search_path")
+	case !found:
+		return fmt.Errorf("no records table %q in schema %q (idem serve creates it when it starts); check -db's search_path", pgstore.DefaultTable, *schema)
+	}
+	return nil
+}
+
+// withPoolSize sets pool_max_conns in a postgres:// URL that does not set
+// it. A URL that does keeps its own, unless the size was given explicitly
+// and differs: two sizes are a mistake to point out, not to settle
+// silently.
+func withPoolSize(db string, n int, explicit bool) (string, error) {
+	u, err := url.Parse(db)
+	if err != nil {
+		return "", err
+	}
+	q := u.Query()
+	want := strconv.Itoa(n)
+	if got := q.Get("pool_max_conns"); got != "" {
+		if explicit && got != want {
+			return "", usageError{fmt.Sprintf("-pool %d conflicts with pool_max_conns=%s in -db; give one of them", n, got)}
+		}
+		return db, nil
+	}
+	q.Set("pool_max_conns", want)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
 }
 
 // redact hides the passwords in a database URL for logs and errors: the

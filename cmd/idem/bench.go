@@ -23,9 +23,10 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	levels := fs.String("concurrency", "1,8,32", "comma-separated numbers of concurrent clients of the overhead and replay scenarios")
 	storms := fs.Int("storms", bench.DefaultStorms, "duplicate storms of 100 requests with one key (and as many storms of reads)")
 	probe := fs.Bool("replay-probe", false, "on PostgreSQL, turn on pgstore's ReplayProbe (replays and 409s in one round trip)")
+	pool := fs.Int("pool", defaultPool, "on PostgreSQL, the pool size both services share (pool_max_conns), as idem serve -pool")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	verbose := fs.Bool("v", false, "show the services' logs")
-	if err := c.parse(fs, args, "bench [-db <sqlite-path | postgres://…>] [--json] [-duration 3s] [-concurrency 1,8,32]"); err != nil {
+	if err := c.parse(fs, args, "bench [-db <sqlite-path | postgres://…>] [--json] [-duration 3s] [-concurrency 1,8,32] [-storms 20] [-pool 16] [-replay-probe]"); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -35,10 +36,10 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return usageError{"bench: -concurrency: " + err.Error()}
 	}
-	if *duration <= 0 || *storms <= 0 {
-		return usageError{"bench: -duration and -storms must be positive"}
+	if *duration <= 0 || *storms <= 0 || *pool <= 0 {
+		return usageError{"bench: -duration, -storms and -pool must be positive"}
 	}
-	cfg := &bench.Config{DB: *db, Duration: *duration, Concurrency: conc, Storms: *storms, ReplayProbe: *probe, Progress: c.Stderr}
+	cfg := &bench.Config{DB: *db, Duration: *duration, Concurrency: conc, Storms: *storms, ReplayProbe: *probe, Pool: *pool, Progress: c.Stderr}
 	if *verbose {
 		cfg.ServerLog = c.Stderr
 	}

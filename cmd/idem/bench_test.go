@@ -41,6 +41,7 @@ func TestBenchUsage(t *testing.T) {
 		{"bench", "-concurrency", "1,zero"},
 		{"bench", "-duration", "0s"},
 		{"bench", "-storms", "0"},
+		{"bench", "-pool", "0"},
 		{"bench", "extra"},
 	} {
 		var out bytes.Buffer

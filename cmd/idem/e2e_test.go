@@ -20,6 +20,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/demo"
 	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/sqlitestore"
 )
 
@@ -194,6 +195,35 @@ func TestServeShutsDownGracefully(t *testing.T) {
 	if err := m.Run(context.Background(), []string{"inspect", "-db", db, "anonymous", "nope"}); err == nil {
 		t.Error("inspect of a missing key: want an error")
 	}
+	// The key as the client may have sent it: an sf-string.
+	out.Reset()
+	if err := m.Run(context.Background(), []string{"inspect", "-db", db, "anonymous", `"k1"`}); err != nil || !strings.Contains(out.String(), "completed") {
+		t.Errorf("inspect with the quoted key: %v\n%s", err, out.String())
+	}
+}
+
+// The routes a load balancer and a client following Location use: /readyz
+// answers 200 while the database does, and the 201's Location answers the
+// transfer.
+func TestServeRoutes(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "-db", filepath.Join(t.TempDir(), "routes.db"))
+	if status, body := s.do(t, "GET", "/readyz", "", ""); status != 200 {
+		t.Errorf("/readyz: %d %s, want 200", status, body)
+	}
+	s.accounts(t)
+	req, _ := http.NewRequest("POST", "http://"+s.addr+"/transfers", strings.NewReader(`{"from":"a","to":"b","amount":5}`))
+	req.Header.Set("Idempotency-Key", "loc")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	loc := res.Header.Get("Location")
+	if status, body := s.do(t, "GET", loc, "", ""); res.StatusCode != 201 || status != 200 || body != string(created) {
+		t.Errorf("GET %s: %d %s, want 200 %s", loc, status, body, created)
+	}
 }
 
 func TestServeWithIdempotencyOffWarns(t *testing.T) {
@@ -242,6 +272,45 @@ func TestSweepDeletesExpiredRecords(t *testing.T) {
 	}
 }
 
+// A store that cannot delete expired records is an error naming what it
+// lacks, not a panic on an unchecked type assertion.
+func TestSweepNeedsExpiredDeleter(t *testing.T) {
+	t.Parallel()
+	var store struct{ idem.Store } // hides the optional interfaces
+	store.Store = memstore.New()
+	n, err := sweep(context.Background(), store, 10)
+	if err == nil || n != 0 || !strings.Contains(err.Error(), "ExpiredDeleter") {
+		t.Errorf("sweep(a store without DeleteExpired) = %d, %v; want an error naming idem.ExpiredDeleter", n, err)
+	}
+}
+
+func TestParseKeyArg(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		`k1`:        "k1",
+		`"k1"`:      "k1",
+		` "k1" `:    "k1",
+		`"a\"b"`:    `a"b`,
+		`a,b`:       "a,b", // quoted by its client; typed as it is
+		`0190-abc`:  "0190-abc",
+		`"a;b"`:     "a;b",
+		`"":`:       "",
+		`"open`:     "",
+		`has space`: "",
+	} {
+		got, err := parseKeyArg(in)
+		if want == "" {
+			if err == nil {
+				t.Errorf("parseKeyArg(%q) = %q, want an error", in, got)
+			}
+			continue
+		}
+		if err != nil || got != want {
+			t.Errorf("parseKeyArg(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
@@ -252,7 +321,14 @@ func TestUsageErrors(t *testing.T) {
 		{"serve", "-replay-probe"},
 		{"serve", "extra"},
 		{"serve", "-no-such-flag"},
+		{"serve", "-pool", "4"}, // SQLite
+		{"serve", "-db", "postgres://h/db", "-pool", "0"},
+		{"serve", "-body-timeout", "0s"},
+		{"serve", "-idle-timeout", "-1s"},
+		{"serve", "-grace", "0s"},
 		{"inspect", "only-scope"},
+		{"inspect", "anonymous", `"unterminated`},
+		{"inspect", "anonymous", "has space"},
 		{"sweep", "-batch", "0"},
 		{"demo", "-intents", "0"},
 		{"demo", "-db", "mysql://x"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -18,14 +19,23 @@ type inspectCommand struct {
 func (c *inspectCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	db := fs.String("db", defaultDB, "SQLite file path, or a postgres:// URL")
-	if err := c.parse(fs, args, "inspect [-db idem.db | postgres://…] <scope> <key>"); err != nil {
+	if err := c.parse(fs, args, `inspect [-db idem.db | postgres://…] <scope> <key>
+
+<key> is the key as the client sent it in Idempotency-Key: bare (abc) or
+quoted ("abc"); quote it for the shell too ('"abc"'). The transfers
+service's scopes are "anonymous" and "bearer:<token>". inspect never
+changes the database.`); err != nil {
 		return err
 	}
 	if fs.NArg() != 2 {
 		return usageError{`inspect: want two arguments, <scope> and <key> (the transfers service's scopes are "anonymous" and "bearer:<token>")`}
 	}
-	scope, key := fs.Arg(0), fs.Arg(1)
-	b, err := openBackend(ctx, *db, backendOptions{mustExist: true})
+	scope := fs.Arg(0)
+	key, err := parseKeyArg(fs.Arg(1))
+	if err != nil {
+		return usageError{fmt.Sprintf("inspect: %v", err)}
+	}
+	b, err := openBackend(ctx, *db, backendOptions{mustExist: true, readOnly: true})
 	if err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
@@ -56,4 +66,19 @@ func (c *inspectCommand) Run(ctx context.Context, args []string) error {
 	fmt.Fprintf(w, "headers\t%d\n", len(rec.Result.Header))
 	fmt.Fprintf(w, "body\t%d bytes\n", len(rec.Result.Body))
 	return w.Flush()
+}
+
+// parseKeyArg reads a key given on the command line as a client sends it
+// in Idempotency-Key: an RFC 8941 sf-string ("abc") or a bare token. A key
+// that is neither, but is a valid key as it stands (one the client quoted
+// because it holds a comma, say), is taken as it is.
+func parseKeyArg(arg string) (string, error) {
+	key, err := idem.ParseKey(arg)
+	if err == nil {
+		return key, nil
+	}
+	if !strings.HasPrefix(arg, `"`) && idem.ValidateKey(arg) == nil {
+		return arg, nil
+	}
+	return "", err
 }

@@ -1,18 +1,23 @@
 package main
 
 import (
-	"github.com/idemkit/idem/internal/transfers"
 	"github.com/idemkit/idem/idemhttp/idemprom"
+	"github.com/idemkit/idem/internal/transfers"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// setupMetrics registers idem's outcome metrics and the Go runtime's on a
-// registry of the server's own and serves them at GET /metrics.
-func setupMetrics(cfg *transfers.Config) error {
+// setupMetrics registers idem's outcome metrics, the Go runtime's and,
+// when pool is not nil, the PostgreSQL pool's on a registry of the
+// server's own and serves them at GET /metrics.
+func setupMetrics(cfg *transfers.Config, pool *pgxpool.Pool) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if pool != nil {
+		reg.MustRegister(poolCollector{pool})
+	}
 	obs, err := idemprom.New(reg, nil)
 	if err != nil {
 		return err
@@ -20,4 +25,37 @@ func setupMetrics(cfg *transfers.Config) error {
 	cfg.Observer = obs
 	cfg.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return nil
+}
+
+// poolCollector exports pgxpool's statistics. A growing
+// idem_pgxpool_empty_acquire_total, with acquired connections at the
+// maximum, says requests are queueing for a connection: -pool is too
+// small for the load (or the database too slow for it).
+type poolCollector struct{ pool *pgxpool.Pool }
+
+var (
+	poolMaxConns      = prometheus.NewDesc("idem_pgxpool_max_conns", "Largest size of the PostgreSQL pool (-pool).", nil, nil)
+	poolTotalConns    = prometheus.NewDesc("idem_pgxpool_total_conns", "Connections open in the pool.", nil, nil)
+	poolAcquiredConns = prometheus.NewDesc("idem_pgxpool_acquired_conns", "Connections in use.", nil, nil)
+	poolIdleConns     = prometheus.NewDesc("idem_pgxpool_idle_conns", "Connections idle in the pool.", nil, nil)
+	poolAcquires      = prometheus.NewDesc("idem_pgxpool_acquire_total", "Connections acquired from the pool.", nil, nil)
+	poolEmptyAcquires = prometheus.NewDesc("idem_pgxpool_empty_acquire_total", "Acquires that had to wait because no connection was idle.", nil, nil)
+	poolAcquireWait   = prometheus.NewDesc("idem_pgxpool_acquire_wait_seconds_total", "Time spent waiting for a connection when none was idle.", nil, nil)
+)
+
+func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{poolMaxConns, poolTotalConns, poolAcquiredConns, poolIdleConns, poolAcquires, poolEmptyAcquires, poolAcquireWait} {
+		ch <- d
+	}
+}
+
+func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.pool.Stat()
+	ch <- prometheus.MustNewConstMetric(poolMaxConns, prometheus.GaugeValue, float64(s.MaxConns()))
+	ch <- prometheus.MustNewConstMetric(poolTotalConns, prometheus.GaugeValue, float64(s.TotalConns()))
+	ch <- prometheus.MustNewConstMetric(poolAcquiredConns, prometheus.GaugeValue, float64(s.AcquiredConns()))
+	ch <- prometheus.MustNewConstMetric(poolIdleConns, prometheus.GaugeValue, float64(s.IdleConns()))
+	ch <- prometheus.MustNewConstMetric(poolAcquires, prometheus.CounterValue, float64(s.AcquireCount()))
+	ch <- prometheus.MustNewConstMetric(poolEmptyAcquires, prometheus.CounterValue, float64(s.EmptyAcquireCount()))
+	ch <- prometheus.MustNewConstMetric(poolAcquireWait, prometheus.CounterValue, s.EmptyAcquireWaitTime().Seconds())
 }

@@ -8,11 +8,29 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/transfers"
 )
+
+// defaultPool is the default PostgreSQL pool size of idem serve. pgxpool's
+// own default, the larger of 4 and the number of CPUs, is sized for
+// CPU-bound work; but a request here holds its connection for its whole
+// transaction (the key's lock, the effect, the commit), mostly waiting on
+// round trips rather than on the server's CPU, so a pool of 4 queues the
+// fifth concurrent request however idle the database is. 16 serves the
+// bench's 8 clients without queueing and keeps several instances well
+// under PostgreSQL's default max_connections of 100; the pool opens
+// connections only as they are needed.
+const defaultPool = 16
+
+const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://…] [-idempotency on|off] [-ttl 24h] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-replay-probe]
+
+serve runs the transfers service: PUT and GET /accounts/{id}, POST /transfers
+(Idempotency-Key required), GET /transfers[?limit=N] and /transfers/{id},
+GET /healthz (liveness), GET /readyz (the database answers), GET /metrics.`
 
 type serveCommand struct {
 	*Main
@@ -24,19 +42,33 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	db := fs.String("db", defaultDB, "SQLite file path, or a postgres:// URL")
 	mode := fs.String("idempotency", "on", `"on", or "off" to run the same service without idem (keys ignored; for comparisons only)`)
 	ttl := fs.Duration("ttl", idem.DefaultTTL, "how long idempotency records are kept and replayed")
-	timeout := fs.Duration("request-timeout", 10*time.Second, "longest a request may wait and work; past it, its database work is cancelled, rolled back and answered 503")
+	pool := fs.Int("pool", defaultPool, "PostgreSQL: the most connections the service opens (pgxpool's pool_max_conns; a pool_max_conns in -db wins over the default). Not for SQLite, which writes one transaction at a time whatever the pool")
+	bodyTimeout := fs.Duration("body-timeout", transfers.DefaultBodyTimeout, "longest a client may take to send a request body; a slower one is answered 408 and nothing runs")
+	timeout := fs.Duration("request-timeout", transfers.DefaultRequestTimeout, "longest a request may wait and work once its body has arrived; past it, its database work is cancelled, rolled back and answered 503")
+	idle := fs.Duration("idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept open")
+	grace := fs.Duration("grace", 25*time.Second, "on SIGINT or SIGTERM, how long running requests may take to finish before the remaining connections are closed; exit status 1 if a request was still running then")
 	probe := fs.Bool("replay-probe", false, "PostgreSQL: answer replays and in-flight refusals in one round trip, at one more round trip per first execution")
-	if err := c.parse(fs, args, "serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://…] [-idempotency on|off] [-ttl 24h] [-request-timeout 10s] [-replay-probe]"); err != nil {
+	if err := c.parse(fs, args, serveSynopsis); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("serve: unexpected argument %q (run \"idem serve -h\")", fs.Arg(0))}
 	}
-	if *ttl <= 0 {
-		return usageError{fmt.Sprintf("serve: -ttl must be positive, got %s", *ttl)}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"ttl", *ttl}, {"body-timeout", *bodyTimeout}, {"request-timeout", *timeout}, {"idle-timeout", *idle}, {"grace", *grace}} {
+		if d.v <= 0 {
+			return usageError{fmt.Sprintf("serve: -%s must be positive, got %s", d.name, d.v)}
+		}
 	}
-	if *timeout <= 0 {
-		return usageError{fmt.Sprintf("serve: -request-timeout must be positive, got %s", *timeout)}
+	poolSet := false
+	fs.Visit(func(f *flag.Flag) { poolSet = poolSet || f.Name == "pool" })
+	switch {
+	case *pool < 1:
+		return usageError{fmt.Sprintf("serve: -pool must be positive, got %d", *pool)}
+	case poolSet && !isPostgres(*db):
+		return usageError{"serve: -pool applies to PostgreSQL only (SQLite writes one transaction at a time whatever the pool)"}
 	}
 	if *probe && !isPostgres(*db) {
 		return usageError{"serve: -replay-probe applies to PostgreSQL only"}
@@ -46,13 +78,17 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(c.Stderr, nil))
 
-	b, err := openBackend(ctx, *db, backendOptions{replayProbe: *probe})
+	opts := backendOptions{replayProbe: *probe}
+	if isPostgres(*db) {
+		opts.pool, opts.poolExplicit = *pool, poolSet
+	}
+	b, err := openBackend(ctx, *db, opts)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	defer b.close()
-	cfg := &transfers.Config{Logger: log}
-	if err := setupMetrics(cfg); err != nil {
+	defer closeWithin(b.close, 5*time.Second, log)
+	cfg := &transfers.Config{Logger: log, BodyTimeout: *bodyTimeout, RequestTimeout: *timeout}
+	if err := setupMetrics(cfg, b.pool); err != nil {
 		return err
 	}
 	if *mode == "on" {
@@ -78,8 +114,17 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	srv := &http.Server{Handler: withDeadline(svc, *timeout), ReadHeaderTimeout: 10 * time.Second}
-	log.Info("idem serve: listening", "addr", "http://"+ln.Addr().String(), "db", redact(*db), "idempotency", *mode)
+	var running atomic.Int64
+	srv := &http.Server{
+		Handler:           countRunning(svc, &running),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       *idle,
+	}
+	attrs := []any{"addr", "http://" + ln.Addr().String(), "db", redact(*db), "idempotency", *mode}
+	if b.pool != nil {
+		attrs = append(attrs, "pool", b.pool.Config().MaxConns)
+	}
+	log.Info("idem serve: listening", attrs...)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -87,10 +132,29 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("idem serve: shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	log.Info("idem serve: shutting down", "grace", *grace)
+	return shutdown(context.WithoutCancel(ctx), srv, errc, &running, *grace, log)
+}
+
+// shutdown stops srv: it stops accepting, lets running requests finish
+// for up to grace, then closes the connections left (idle ones, or ones
+// whose client is still sending). It fails only if a request was still
+// running when the grace ran out: that request's transaction rolls back
+// and its client's retry runs it again, but its answer was lost.
+func shutdown(ctx context.Context, srv *http.Server, errc <-chan error, running *atomic.Int64, grace time.Duration, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
+	err := srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		n := running.Load()
+		_ = srv.Close()
+		if n > 0 {
+			return fmt.Errorf("serve: %d request(s) still running after the %s grace were cut off; their transactions roll back", n, grace)
+		}
+		log.Info("idem serve: closed the connections left after the grace; no request was running")
+		err = nil
+	}
+	if err != nil {
 		return err
 	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
@@ -99,14 +163,25 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	return nil
 }
 
-// withDeadline bounds each request's context by d, so that no request waits
-// without end on a stalled database (a held lock, an exhausted pool): its
-// statements are cancelled, its transaction rolled back, and it is answered
-// 503 with Retry-After, which the client retries with the same key.
-func withDeadline(h http.Handler, d time.Duration) http.Handler {
+// countRunning counts the requests whose handler is running.
+func countRunning(h http.Handler, n *atomic.Int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), d)
-		defer cancel()
-		h.ServeHTTP(w, r.WithContext(ctx))
+		n.Add(1)
+		defer n.Add(-1)
+		h.ServeHTTP(w, r)
 	})
+}
+
+// closeWithin closes the database, waiting at most d: a pool waits for its
+// connections to come back, and one held by a request cut off at shutdown
+// may not come back in time. The process is exiting; the database rolls
+// back what it leaves.
+func closeWithin(closeDB func() error, d time.Duration, log *slog.Logger) {
+	done := make(chan struct{})
+	go func() { _ = closeDB(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		log.Warn("idem serve: the database did not close within " + d.String() + "; exiting anyway")
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +15,10 @@ import (
 	"github.com/idemkit/idem/internal/pgtest"
 )
 
-// E8 with a stalled database: a request whose statements wait on a lock
-// held elsewhere does not hang; past -request-timeout it is rolled back and
-// answered 503 with Retry-After, and once the lock is gone its retry with
-// the same key applies the transfer exactly once.
+// E8 (docs/DESIGN.md) with a stalled database: a request whose statements
+// wait on a lock held elsewhere does not hang; past -request-timeout it is
+// rolled back and answered 503 with Retry-After, and once the lock is gone
+// its retry with the same key applies the transfer exactly once.
 func TestStalledDatabaseAnswers503(t *testing.T) {
 	t.Parallel()
 	_, dsn := pgtest.Schema(t)
@@ -60,7 +61,8 @@ func TestStalledDatabaseAnswers503(t *testing.T) {
 		t.Fatal(err)
 	}
 	const body = `{"from":"a","to":"b","amount":5}`
-	res := send("POST", "/transfers", "k-stall", body)
+	key := "k-stall-" + strconv.FormatInt(time.Now().UnixNano(), 36) // unique wherever the records table is
+	res := send("POST", "/transfers", key, body)
 	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
 		t.Errorf("POST while the row is held: %s, Retry-After %q; want 503 with Retry-After", res.Status, res.Header.Get("Retry-After"))
 	}
@@ -72,7 +74,7 @@ func TestStalledDatabaseAnswers503(t *testing.T) {
 	// notices the abandoned transaction, then 201 once.
 	var got int
 	for range 100 {
-		res := send("POST", "/transfers", "k-stall", body)
+		res := send("POST", "/transfers", key, body)
 		got = res.StatusCode
 		if got != http.StatusConflict && got != http.StatusServiceUnavailable {
 			break

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,9 +38,9 @@ func IsPostgres(db string) bool {
 	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
-func open(ctx context.Context, db string, probe bool) (*backend, error) {
+func open(ctx context.Context, db string, probe bool, pool int) (*backend, error) {
 	if IsPostgres(db) {
-		return openPostgres(ctx, db, probe)
+		return openPostgres(ctx, db, probe, pool)
 	}
 	return openSQLite(ctx, db)
 }
@@ -81,11 +82,14 @@ func openSQLite(ctx context.Context, path string) (*backend, error) {
 
 // openPostgres creates a fresh schema in the database at dsn, opens a
 // store whose connections and records work in it, and drops the schema on
-// close.
-func openPostgres(ctx context.Context, dsn string, probe bool) (*backend, error) {
+// close. A positive pool sets the pool's size.
+func openPostgres(ctx context.Context, dsn string, probe bool, pool int) (*backend, error) {
 	schema, scoped, err := freshSchema(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("bench: create a schema in %s: %w", redact(dsn), err)
+	}
+	if pool > 0 {
+		scoped += "&pool_max_conns=" + strconv.Itoa(pool)
 	}
 	drop := func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -52,6 +52,11 @@ type Config struct {
 	// false, the store's default.
 	ReplayProbe bool
 
+	// Pool is the size of the PostgreSQL pool both services share
+	// (pgxpool's pool_max_conns). Ignored on SQLite. Defaults to pgxpool's
+	// default, the larger of 4 and the number of CPUs.
+	Pool int
+
 	// Progress, when set, receives a line as each measurement ends.
 	// Defaults to none.
 	Progress io.Writer
@@ -131,7 +136,7 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 		return nil, err
 	}
 	started := time.Now()
-	b, err := open(ctx, c.DB, c.ReplayProbe)
+	b, err := open(ctx, c.DB, c.ReplayProbe, c.Pool)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,6 @@
 // Package bench measures the transfers service with and without idem,
-// through real HTTP on loopback, against the bars of the design brief
-// (section 5):
+// through real HTTP on loopback, against the performance bars of
+// docs/DESIGN.md:
 //
 //   - Overhead: POST /transfers with a fresh Idempotency-Key per request
 //     against the same service with idempotency off (a nil Guard), on the

@@ -89,11 +89,11 @@ type Ledger struct {
 	Conserved bool  `json:"conserved"` // the sum of the bench accounts' balances did not change
 }
 
-// Bar is a threshold of the design brief.
+// Bar is a performance threshold (docs/DESIGN.md).
 type Bar struct {
 	Op    string  `json:"op"` // ">=" or "<="
 	Value float64 `json:"value"`
-	// Applies is false where the brief does not set this bar (the
+	// Applies is false where docs/DESIGN.md does not set this bar (the
 	// overhead bar is for PostgreSQL); Pass is then only indicative.
 	Applies bool   `json:"applies"`
 	Pass    bool   `json:"pass"`

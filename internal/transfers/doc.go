@@ -7,21 +7,37 @@
 //
 //	PUT  /accounts/{id}   {"balance": <int>}      200 {"id","balance"}   (absolute: naturally idempotent)
 //	GET  /accounts/{id}                           200 {"id","balance"}   404 problem+json
-//	POST /transfers       {"from","to","amount"}  201 {"id","from","to","amount","created_at"}
-//	GET  /transfers[?limit=N]                     200 {"transfers":[…],"count":N}, oldest first
-//	GET  /healthz                                 200 ok
+//	POST /transfers       {"from","to","amount"}  201 {"id","from","to","amount","created_at"}, Location: /transfers/{id}
+//	GET  /transfers/{id}                          200 {"id","from","to","amount","created_at"}   404 problem+json
+//	GET  /transfers[?limit=N]                     200 {"transfers":[…],"count":N}, oldest first, streamed
+//	GET  /healthz                                 200 ok: the process serves (liveness; no database)
+//	GET  /readyz                                  200 ok, or 503 problem+json while the database does not answer
 //
 // POST /transfers requires an Idempotency-Key. An unknown account, a
 // non-positive amount, a transfer to the same account, insufficient funds
 // and a credit that would take a balance past the largest int64 are
 // answered 422 (a final answer: recorded and replayed; every refusal is
-// decided before the first write). Malformed JSON (400) and a body over
-// 1 MiB (413) are refused before the idempotency layer and never recorded,
-// so a corrected retry with the same key runs. A database failure is
-// answered 503 with Retry-After: the transaction was rolled back and
-// nothing was recorded, so the retry is safe. Authorization: Bearer <token>
-// names the principal (demo authentication); keys are scoped per
-// principal, and a request without the header is the anonymous principal.
+// decided before the first write). Malformed JSON (trailing data
+// included), an account id that is not 1 to 64 ASCII letters, digits or
+// - _ . : @ (400), a body over 1 MiB (413) and a body that takes longer
+// than Config.BodyTimeout to arrive (408) are refused before the
+// idempotency layer and never recorded, so a corrected retry with the same
+// key runs. No answer quotes more than a bounded part of the request, so a
+// refusal always stays small enough to be recorded. A database failure, or
+// work that outlasts Config.RequestTimeout (counted from the end of the
+// body), is answered 503 with Retry-After: the transaction was rolled back
+// and nothing was recorded, so the retry is safe.
+//
+// # Principals
+//
+// Authorization: Bearer <token> names the principal "bearer:<token>" (demo
+// authentication: the token is the principal's name), which the service
+// hands to the idempotency layer with idemhttp.WithPrincipal; keys are
+// scoped per principal. A malformed Authorization header is refused with
+// 401. A request without the header is the anonymous principal, and all
+// anonymous requests share one scope: the demo allows them so that its
+// clients need no credentials, but a real service would refuse anonymous
+// writes.
 //
 // A transfer is one transaction: the debit, the credit, the transfer row and
 // the idempotency record commit together. Balances never go negative (the

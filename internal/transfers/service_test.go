@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/transfers"
 	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/internal/transfers"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
 )
@@ -321,7 +321,7 @@ func TestTransfers(t *testing.T) {
 	}
 }
 
-// E8: a database failure inside the transfer is a 503 with Retry-After (the
+// E8 (docs/DESIGN.md): a database failure inside the transfer is a 503 with Retry-After (the
 // transaction was rolled back and nothing recorded), never a 500, which
 // clients must not retry.
 func TestDatabaseFailureIsRetriable(t *testing.T) {

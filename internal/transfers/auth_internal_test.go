@@ -1,0 +1,55 @@
+package transfers
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/idemkit/idem/idemhttp"
+)
+
+// authenticate hands the principal to the idempotency layer through
+// idemhttp.WithPrincipal, and the scope is that principal; an anonymous
+// request gets the shared anonymous scope; a malformed header is a 401
+// that reaches nothing.
+func TestAuthenticateSetsPrincipal(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		header    string
+		principal string // "" for none
+		scope     string
+		status    int
+	}{
+		{"Bearer alice", "bearer:alice", "bearer:alice", 200},
+		{"bearer  bob ", "bearer:bob", "bearer:bob", 200},
+		{"", "", idemhttp.AnonymousScope, 200},
+		{"Basic Zm9vOmJhcg==", "", "", 401},
+		{"Bearer ", "", "", 401},
+		{"Bearer", "", "", 401},
+	} {
+		var principal, sc string
+		var reached bool
+		h := authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			reached = true
+			principal, _ = idemhttp.PrincipalFrom(r.Context())
+			var err error
+			if sc, err = scope(r); err != nil {
+				t.Errorf("%q: scope: %v", tt.header, err)
+			}
+		}))
+		r := httptest.NewRequest("POST", "/transfers", nil)
+		if tt.header != "" {
+			r.Header.Set("Authorization", tt.header)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tt.status || principal != tt.principal || sc != tt.scope || reached != (tt.status == 200) {
+			t.Errorf("Authorization %q: status %d, principal %q, scope %q, reached %v; want %d, %q, %q",
+				tt.header, w.Code, principal, sc, reached, tt.status, tt.principal, tt.scope)
+		}
+	}
+	// A request that authenticate never saw has no scope.
+	if _, err := scope(httptest.NewRequest("POST", "/transfers", nil)); err == nil {
+		t.Error("scope of an unauthenticated request: want an error")
+	}
+}

@@ -1,0 +1,172 @@
+package transfers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Transfer is a transfer's JSON form.
+type Transfer struct {
+	ID        int64  `json:"id"`
+	From      string `json:"from"`
+	To        string `json:"to"`
+	Amount    int64  `json:"amount"`
+	CreatedAt string `json:"created_at"`
+}
+
+// declined is a final business answer (422): recorded and replayed.
+type declined struct{ kind, title, detail string }
+
+// transferRequest is the body of POST /transfers.
+type transferRequest struct {
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Amount int64  `json:"amount"`
+}
+
+// validateTransfer refuses, before the idempotency layer, a POST /transfers
+// whose body is too large (413), too slow to arrive (408), not one JSON
+// transfer, or names an account with an invalid id (400). Otherwise it
+// hands the body on unchanged, in a context bounded by
+// Config.RequestTimeout from now.
+func (s *Service) validateTransfer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, ok := s.readBody(w, r)
+		if !ok {
+			return
+		}
+		var in transferRequest
+		if err := json.Unmarshal(body, &in); err != nil {
+			problem(w, http.StatusBadRequest, "malformed-json", "Malformed JSON", err.Error())
+			return
+		}
+		if !validAccountID(in.From) || !validAccountID(in.To) {
+			problem(w, http.StatusBadRequest, "invalid-account-id", "Invalid account id", "from and to must be account ids: "+invalidIDDetail)
+			return
+		}
+		ctx, cancel := s.work(r)
+		defer cancel()
+		r = r.WithContext(ctx)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Service) createTransfer(w http.ResponseWriter, r *http.Request) {
+	var in transferRequest
+	if !s.decode(w, r, &in) {
+		return
+	}
+	ctx := r.Context()
+	var (
+		t     Transfer
+		no    *declined
+		err   error
+		own   txn
+		q, ok = s.db.current(ctx)
+	)
+	if s.cfg.Guard == nil {
+		// Without idem: a transaction of our own, the same statements.
+		if own, err = s.db.begin(ctx); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		defer own.rollback(context.WithoutCancel(ctx))
+		q = own
+	} else if !ok {
+		s.fail(w, r, errors.New("no idempotency transaction in the request context"))
+		return
+	}
+	t, no, err = s.transfer(ctx, q, in.From, in.To, in.Amount)
+	if err == nil && no == nil && own != nil {
+		err = own.commit(ctx)
+	}
+	switch {
+	case err != nil:
+		s.fail(w, r, err) // 5xx: the idempotency layer rolls back and records nothing
+	case no != nil:
+		problem(w, http.StatusUnprocessableEntity, no.kind, no.title, no.detail)
+	default:
+		w.Header().Set("Location", "/transfers/"+strconv.FormatInt(t.ID, 10))
+		writeJSON(w, http.StatusCreated, t)
+	}
+}
+
+// transfer applies one transfer through q: a debit that cannot overdraw, a
+// credit and the transfer row.
+func (s *Service) transfer(ctx context.Context, q querier, from, to string, amount int64) (Transfer, *declined, error) {
+	switch {
+	case amount <= 0:
+		return Transfer{}, &declined{"invalid-amount", "Invalid amount", "amount must be a positive integer number of cents"}, nil
+	case from == to:
+		return Transfer{}, &declined{"same-account", "Same account", "from and to must be different accounts"}, nil
+	}
+	var (
+		found     int
+		toBalance int64
+	)
+	if err := q.queryRow(ctx, s.db.lock, from, to).Scan(&found, &toBalance); err != nil {
+		return Transfer{}, nil, err
+	}
+	if found != 2 {
+		return Transfer{}, &declined{"unknown-account", "Unknown account", fmt.Sprintf("from %q or to %q is not an account", from, to)}, nil
+	}
+	// Checked before any write: a 4xx commits, so a refusal must come
+	// before the debit.
+	if toBalance > math.MaxInt64-amount {
+		return Transfer{}, &declined{"balance-overflow", "Balance overflow", fmt.Sprintf("account %q cannot hold %d more cents", to, amount)}, nil
+	}
+	n, err := q.exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2 AND balance >= $1`, amount, from)
+	if err != nil {
+		return Transfer{}, nil, err
+	}
+	if n != 1 {
+		return Transfer{}, &declined{"insufficient-funds", "Insufficient funds", fmt.Sprintf("account %q cannot pay %d", from, amount)}, nil
+	}
+	if _, err := q.exec(ctx, `UPDATE accounts SET balance = balance + $1 WHERE id = $2`, amount, to); err != nil {
+		return Transfer{}, nil, err
+	}
+	now := s.cfg.Now().UTC()
+	t := Transfer{From: from, To: to, Amount: amount, CreatedAt: now.Format(time.RFC3339Nano)}
+	err = q.queryRow(ctx,
+		`INSERT INTO transfers (src, dst, amount, created_at) VALUES ($1, $2, $3, $4) RETURNING id`,
+		from, to, amount, now.UnixNano()).Scan(&t.ID)
+	return t, nil, err
+}
+
+func (s *Service) getTransfer(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		problem(w, http.StatusBadRequest, "invalid-transfer-id", "Invalid transfer id", "a transfer id is a positive integer")
+		return
+	}
+	ctx, cancel := s.work(r)
+	defer cancel()
+	t := Transfer{ID: id}
+	var created int64
+	err = s.db.pool.queryRow(ctx, `SELECT src, dst, amount, created_at FROM transfers WHERE id = $1`, id).
+		Scan(&t.From, &t.To, &t.Amount, &created)
+	if errors.Is(err, errNoRows) {
+		problem(w, http.StatusNotFound, "transfer-not-found", "Transfer not found", fmt.Sprintf("no transfer %d", id))
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	t.CreatedAt = createdAt(created)
+	writeJSON(w, http.StatusOK, t)
+}
+
+// createdAt formats a stored created_at (Unix nanoseconds) as in the
+// answer of POST /transfers.
+func createdAt(nanos int64) string { return time.Unix(0, nanos).UTC().Format(time.RFC3339Nano) }
