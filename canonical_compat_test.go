@@ -122,7 +122,7 @@ func TestFoldRuneIsConstantOnCaseClasses(t *testing.T) {
 	}
 }
 
-// caseClass returns the class of r under the relations SimpleFold, ToUpper,
+// caseClass maps each rune to its class under the relations SimpleFold, ToUpper,
 // ToLower and ToTitle taken both ways: a union-find over every rune, built
 // once. It is the test's own notion of "the same letter to some decoder".
 var caseClass = sync.OnceValue(func() []int32 {
@@ -130,8 +130,7 @@ var caseClass = sync.OnceValue(func() []int32 {
 	for i := range parent {
 		parent[i] = int32(i)
 	}
-	var find func(x int32) int32
-	find = func(x int32) int32 {
+	find := func(x int32) int32 {
 		for parent[x] != x {
 			parent[x] = parent[parent[x]]
 			x = parent[x]
