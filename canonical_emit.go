@@ -107,13 +107,11 @@ func (e *emitter) object(i int) int {
 	}); found {
 		o := c.objects[k]
 		e.out = append(e.out, '{')
-		for n, m := range c.members[o.first : o.first+o.n] {
+		for n, at := range c.sorted[o.first : o.first+o.n] {
 			if n > 0 {
 				e.out = append(e.out, ',')
 			}
-			e.out = appendCanonString(e.out, c.nameOf(m))
-			e.out = append(e.out, ':')
-			e.value(int(m.value))
+			e.member(int(at))
 			e.maybeFlush()
 		}
 		e.out = append(e.out, '}')
@@ -127,9 +125,7 @@ func (e *emitter) object(i int) int {
 		return i + 1
 	}
 	for {
-		i = skipSpace(doc, e.str(i)) // the name, then ':'
-		e.out = append(e.out, ':')
-		i = skipSpace(doc, e.value(i+1))
+		i = skipSpace(doc, e.member(i))
 		if doc[i] == '}' {
 			e.out = append(e.out, '}')
 			return i + 1
@@ -138,6 +134,14 @@ func (e *emitter) object(i int) int {
 		e.maybeFlush()
 		i = skipSpace(doc, i+1)
 	}
+}
+
+// member writes the member at doc[i:] (its name, ':' and value) and returns
+// the offset just after it.
+func (e *emitter) member(i int) int {
+	i = skipSpace(e.c.doc, e.str(i)) // then ':'
+	e.out = append(e.out, ':')
+	return e.value(i + 1)
 }
 
 // str writes the canonical form of the string at doc[i:] and returns the
@@ -185,18 +189,4 @@ func canonRuneLen(r rune) int {
 		return 6
 	}
 	return utf8.RuneLen(r)
-}
-
-// appendCanonString appends the canonical form of a decoded string, which
-// is valid UTF-8.
-func appendCanonString(out, s []byte) []byte {
-	out = append(out, '"')
-	for _, b := range s {
-		if plain[b] || b >= utf8.RuneSelf {
-			out = append(out, b)
-		} else {
-			out = appendCanonRune(out, rune(b))
-		}
-	}
-	return append(out, '"')
 }

@@ -11,9 +11,9 @@ import (
 
 // The first pass of CanonicalJSON: it checks the document, computes the
 // length of its canonical form and, for each object whose members are not
-// already in canonical order, records the members sorted. The second pass
-// (canonical_emit.go) writes the canonical form from the document and
-// those records.
+// already in canonical order, records where its members start, sorted. The
+// second pass (canonical_emit.go) writes the canonical form from the
+// document and those records.
 
 const (
 	// maxDepth is the deepest nesting of arrays and objects accepted, the
@@ -34,30 +34,30 @@ type canonicalizer struct {
 	depth int
 
 	open    []member // members of the objects being parsed, innermost last
-	members []member // members of the objects in objects, sorted per object
+	sorted  []uint32 // offsets of the members of objects, sorted per object
 	objects []object // objects not in canonical order, by start (see object)
 	holes   int      // entries of objects left empty
-	names   []byte   // decoded names of members whose names have escapes
-	order   []int32  // scratch for the case-folding check
+	names   []byte   // decoded names with escapes of the members in open
+	scratch []int32  // for the case-folding check
 
 	// Room for small documents, so that they need no allocation.
 	openBuf    [16]member
-	membersBuf [16]member
+	sortedBuf  [16]uint32
 	objectsBuf [4]object
 }
 
-// member is one member of an object.
+// member is one member of an object being parsed.
 type member struct {
-	name  uint32 // offset of the decoded name in doc, or in names if escaped
-	nlen  uint32 // length of the decoded name, | escapedName if escaped
-	value uint32 // offset of the value in doc
+	at   uint32 // offset in doc of the member (the quote that opens its name)
+	name uint32 // offset of the decoded name in doc, or in names if escaped
+	nlen uint32 // length of the decoded name, | escapedName if escaped
 }
 
 // object is an object whose members are written in another order than the
 // document's.
 type object struct {
 	start, end uint32 // offsets of '{' and just after '}' in doc
-	first, n   uint32 // its members are members[first : first+n]
+	first, n   uint32 // its members start at sorted[first : first+n]
 }
 
 func (c *canonicalizer) nameOf(m member) []byte {
@@ -72,7 +72,7 @@ func (c *canonicalizer) parse(doc []byte) error {
 		return fmt.Errorf("%w: document larger than %d bytes", ErrNotCanonicalizable, maxDocLen)
 	}
 	c.doc = doc
-	c.open, c.members, c.objects = c.openBuf[:0], c.membersBuf[:0], c.objectsBuf[:0]
+	c.open, c.sorted, c.objects = c.openBuf[:0], c.sortedBuf[:0], c.objectsBuf[:0]
 	i, err := c.value(skipSpace(doc, 0))
 	if err != nil {
 		return err
@@ -226,7 +226,7 @@ func (c *canonicalizer) object(start int) (int, error) {
 	}
 	doc := c.doc
 	c.size += 2
-	base := len(c.open)
+	base, namesBase := len(c.open), len(c.names)
 	i := skipSpace(doc, start+1)
 	if i < len(doc) && doc[i] == '}' {
 		c.depth--
@@ -245,17 +245,16 @@ func (c *canonicalizer) object(start int) (int, error) {
 			return end, err
 		}
 		c.size += n + 1 // the name and ':'
-		m := member{name: uint32(i + 1), nlen: uint32(end - 1 - (i + 1))}
+		m := member{at: uint32(i), name: uint32(i + 1), nlen: uint32(end - 1 - (i + 1))}
 		if escaped {
 			off := len(c.names)
 			c.names = appendUnquoted(c.names, doc[i+1:end-1])
-			m = member{name: uint32(off), nlen: uint32(len(c.names)-off) | escapedName}
+			m.name, m.nlen = uint32(off), uint32(len(c.names)-off)|escapedName
 		}
 		if i = skipSpace(doc, end); i >= len(doc) || doc[i] != ':' {
 			return i, c.syntaxError(i)
 		}
 		i = skipSpace(doc, i+1)
-		m.value = uint32(i)
 		c.open = appendDoubling(c.open, m)
 		if i, err = c.value(i); err != nil {
 			return i, err
@@ -270,7 +269,7 @@ func (c *canonicalizer) object(start int) (int, error) {
 		case '}':
 			c.depth--
 			err := c.closeObject(slot, i+1, c.open[base:])
-			c.open = c.open[:base]
+			c.open, c.names = c.open[:base], c.names[:namesBase]
 			return i + 1, err
 		default:
 			return i, c.syntaxError(i)
@@ -306,8 +305,13 @@ func (c *canonicalizer) closeObject(slot, end int, ms []member) error {
 		return nil
 	}
 	o := &c.objects[slot]
-	o.end, o.first, o.n = uint32(end), uint32(len(c.members)), uint32(len(ms))
-	c.members = appendDoubling(c.members, ms...)
+	o.end, o.first, o.n = uint32(end), uint32(len(c.sorted)), uint32(len(ms))
+	if len(c.sorted)+len(ms) > cap(c.sorted) {
+		c.sorted = slices.Grow(c.sorted, max(len(ms), cap(c.sorted)))
+	}
+	for _, m := range ms {
+		c.sorted = append(c.sorted, m.at)
+	}
 	return nil
 }
 
@@ -336,11 +340,11 @@ func (c *canonicalizer) checkFolded(ms []member) error {
 		}
 		return nil
 	}
-	order := c.order[:0]
+	order := c.scratch[:0]
 	for k := range ms {
 		order = append(order, int32(k))
 	}
-	c.order = order
+	c.scratch = order
 	slices.SortFunc(order, func(a, b int32) int { return foldCompare(c.nameOf(ms[a]), c.nameOf(ms[b])) })
 	for k := 1; k < len(order); k++ {
 		if a, b := ms[order[k-1]], ms[order[k]]; foldCompare(c.nameOf(a), c.nameOf(b)) == 0 {
