@@ -76,6 +76,19 @@ func benchStrings(size int) []byte {
 	return append(b, ']')
 }
 
+// benchPairs is a JSON array of two-member objects out of order, about
+// size bytes: the most members to reorder per byte.
+func benchPairs(size int) []byte {
+	b := []byte{'['}
+	for len(b) < size {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"b":1,"a":2}`...)
+	}
+	return append(b, ']')
+}
+
 var benchBodies = []struct {
 	name  string
 	body  []byte
@@ -83,6 +96,7 @@ var benchBodies = []struct {
 }{
 	{"numbers-1MiB", benchNumbers(1 << 20), func() any { return new([]int) }},
 	{"objects-1MiB", benchObjects(1 << 20), func() any { return new([]benchItem) }},
+	{"pairs-1MiB", benchPairs(1 << 20), func() any { return new([]struct{ A, B int }) }},
 	{"transfer-200B", []byte(benchTransfer), func() any { return new(benchTransferBody) }},
 }
 

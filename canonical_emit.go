@@ -107,15 +107,19 @@ func (e *emitter) object(i int) int {
 	}); found {
 		o := c.objects[k]
 		e.out = append(e.out, '{')
+		last, end := 0, 0 // the member last in the document, and where it ends
 		for n, at := range c.sorted[o.first : o.first+o.n] {
 			if n > 0 {
 				e.out = append(e.out, ',')
 			}
-			e.member(int(at))
+			if j := e.member(int(at)); int(at) > last {
+				last, end = int(at), j
+			}
 			e.maybeFlush()
 		}
 		e.out = append(e.out, '}')
-		return int(o.end)
+		return skipSpace(c.doc, end) + 1 // after '}'
+
 	}
 	// The members are in canonical order already.
 	doc := c.doc

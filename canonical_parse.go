@@ -56,8 +56,8 @@ type member struct {
 // object is an object whose members are written in another order than the
 // document's.
 type object struct {
-	start, end uint32 // offsets of '{' and just after '}' in doc
-	first, n   uint32 // its members start at sorted[first : first+n]
+	start    uint32 // offset of '{' in doc
+	first, n uint32 // its members start at sorted[first : first+n]
 }
 
 func (c *canonicalizer) nameOf(m member) []byte {
@@ -268,7 +268,7 @@ func (c *canonicalizer) object(start int) (int, error) {
 			i = skipSpace(doc, i+1)
 		case '}':
 			c.depth--
-			err := c.closeObject(slot, i+1, c.open[base:])
+			err := c.closeObject(slot, c.open[base:])
 			c.open, c.names = c.open[:base], c.names[:namesBase]
 			return i + 1, err
 		default:
@@ -280,7 +280,7 @@ func (c *canonicalizer) object(start int) (int, error) {
 // closeObject checks the names of an object's members and, if they are not
 // in canonical order, records them sorted in c.objects[slot]. Otherwise the
 // slot is given back, or left empty if objects inside took later ones.
-func (c *canonicalizer) closeObject(slot, end int, ms []member) error {
+func (c *canonicalizer) closeObject(slot int, ms []member) error {
 	if len(ms) < 2 {
 		c.freeSlot(slot)
 		return nil
@@ -289,7 +289,11 @@ func (c *canonicalizer) closeObject(slot, end int, ms []member) error {
 	for k := 1; k < len(ms) && inOrder; k++ {
 		inOrder = bytes.Compare(c.nameOf(ms[k-1]), c.nameOf(ms[k])) < 0
 	}
-	if !inOrder {
+	switch {
+	case inOrder:
+	case len(ms) == 2:
+		ms[0], ms[1] = ms[1], ms[0]
+	default:
 		slices.SortFunc(ms, func(a, b member) int { return bytes.Compare(c.nameOf(a), c.nameOf(b)) })
 	}
 	for k := 1; k < len(ms); k++ {
@@ -305,7 +309,7 @@ func (c *canonicalizer) closeObject(slot, end int, ms []member) error {
 		return nil
 	}
 	o := &c.objects[slot]
-	o.end, o.first, o.n = uint32(end), uint32(len(c.sorted)), uint32(len(ms))
+	o.first, o.n = uint32(len(c.sorted)), uint32(len(ms))
 	if len(c.sorted)+len(ms) > cap(c.sorted) {
 		c.sorted = slices.Grow(c.sorted, max(len(ms), cap(c.sorted)))
 	}
