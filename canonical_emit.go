@@ -14,6 +14,8 @@ import (
 // written to an io.Writer.
 const flushSize = 8 << 10
 
+// emitter writes the canonical form of the document its canonicalizer has
+// checked.
 type emitter struct {
 	c   *canonicalizer
 	out []byte
@@ -119,7 +121,6 @@ func (e *emitter) object(i int) int {
 		}
 		e.out = append(e.out, '}')
 		return skipSpace(c.doc, end) + 1 // after '}'
-
 	}
 	// The members are in canonical order already.
 	doc := c.doc

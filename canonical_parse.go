@@ -28,6 +28,7 @@ const (
 	escapedName = 1 << 31
 )
 
+// canonicalizer holds what the first pass learns about one document.
 type canonicalizer struct {
 	doc   []byte
 	size  int // length of the canonical form
