@@ -35,11 +35,19 @@ func TestGuardOnPostgreSQLStoresAnyValue(t *testing.T) {
 	for token.Len() < 3000 {
 		token.WriteString(rand.Text())
 	}
+	// The longest scope and key stored as they are, random so that they do
+	// not compress: their index entry must fit.
+	longest := token.String()[:255]
+	longestKey := token.String()[255:510]
+	if idem.StoredScope(longest) != longest {
+		t.Fatalf("a 255-byte printable scope is not stored as it is")
+	}
 	tests := []struct {
 		name   string
 		req    idem.Request
 		header map[string][]string
 	}{
+		{"LongestScopeAndKey", idem.Request{Scope: longest, Key: longestKey, Fingerprint: "fp"}, nil},
 		{"LongScope", idem.Request{Scope: "Bearer " + token.String(), Key: "k1", Fingerprint: "fp"}, nil},
 		{"InvalidUTF8Scope", idem.Request{Scope: "Bearer \xff\xfe", Key: "k2", Fingerprint: "fp"}, nil},
 		{"NULScope", idem.Request{Scope: "tenant\x00", Key: "k3", Fingerprint: "fp"}, nil},
