@@ -31,8 +31,8 @@ var ErrNotCanonicalizable = errors.New("idem: JSON has no canonical form")
 // {"amount":5,"Amount":7} and {"Amount":7,"amount":5} are read differently
 // and must not share a form. Invalid JSON (including anything after the
 // document) and invalid UTF-8 are rejected too, and so is nesting deeper
-// than encoding/json accepts (10000 levels). All these errors match
-// ErrNotCanonicalizable.
+// than encoding/json accepts (10000 levels) and a document over 2 GiB.
+// All these errors match ErrNotCanonicalizable.
 //
 // The work is two passes over the bytes, with memory for the members of
 // objects that are not already in order, and no decoded tree.
