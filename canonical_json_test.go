@@ -1,8 +1,13 @@
 package idem_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/idemkit/idem"
 )
@@ -25,7 +30,7 @@ func TestCanonicalJSON(t *testing.T) {
 		{"BigNumber", `123456789012345678901234567890`, `123456789012345678901234567890`},
 		{"EmptyContainers", `{"a":{},"b":[]}`, `{"a":{},"b":[]}`},
 		{"Scalars", `true`, `true`},
-		{"KeysByteOrder", `{"é":1,"z":2,"Z":3}`, `{"Z":3,"z":2,"é":1}`},
+		{"KeysByteOrder", `{"é":1,"z":2,"Y":3}`, `{"Y":3,"z":2,"é":1}`},
 		{"HTMLNotEscaped", `"<&>"`, `"<&>"`},
 	}
 	for _, tt := range tests {
@@ -49,6 +54,17 @@ func TestCanonicalJSONRejects(t *testing.T) {
 		{"Trailing", `{"a":1} {}`},
 		{"Empty", ``},
 		{"InvalidUTF8", "\"\xff\""},
+		{"TrailingBrace", `{"a":1}}`},
+		{"TrailingBrackets", `[1]]]]`},
+		{"CaseFoldedDuplicate", `{"from":"a","to":"b","amount":5,"Amount":7}`},
+		{"CaseFoldedDuplicateEscaped", `{"amount":5,"\u0041mount":7}`},
+		{"CaseFoldedDuplicateNested", `{"x":[{"From":"a","from":"b"}]}`},
+		{"KelvinSign", "{\"k\":1,\"\u212a\":2}"},
+		{"LongS", "{\"s\":1,\"\u017f\":2}"},
+		{"DottedCapitalI", "{\"i\":1,\"\u0130\":2}"},
+		{"Underscore", `{"from_account":1,"fromAccount":2}`},
+		{"Dash", `{"from-account":1,"FROMACCOUNT":2}`},
+		{"CaseFoldedDuplicateInLargeObject", `{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"K":11,"k":12}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,6 +88,137 @@ func FuzzCanonicalJSONIsStable(f *testing.F) {
 		again, err := idem.CanonicalJSON(c)
 		if err != nil || string(again) != string(c) {
 			t.Fatalf("canonical form is not a fixed point: %s -> %s, %v", c, again, err)
+		}
+	})
+}
+
+// foldedReading decodes doc the way a case-insensitive decoder sees it:
+// each object as a map from case-folded name (strings.EqualFold classes,
+// as encoding/json matches struct fields) to the value of the last member
+// with that name. Numbers keep their text.
+func foldedReading(doc []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var read func() (any, error)
+	read = func() (any, error) {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		switch tok {
+		case json.Delim('{'):
+			m := map[string]any{}
+			for dec.More() {
+				name, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				v, err := read()
+				if err != nil {
+					return nil, err
+				}
+				m[equalFoldKey(name.(string))] = v
+			}
+			_, err := dec.Token()
+			return m, err
+		case json.Delim('['):
+			var a []any
+			for dec.More() {
+				v, err := read()
+				if err != nil {
+					return nil, err
+				}
+				a = append(a, v)
+			}
+			_, err := dec.Token()
+			return a, err
+		}
+		return tok, nil
+	}
+	return read()
+}
+
+// equalFoldKey maps s to a key that two strings share exactly when
+// strings.EqualFold reports them equal.
+func equalFoldKey(s string) string {
+	return strings.Map(func(r rune) rune {
+		for {
+			next := unicode.SimpleFold(r)
+			if next <= r {
+				return next
+			}
+			r = next
+		}
+	}, s)
+}
+
+// transferFields is a handler's typed view of a body.
+type transferFields struct {
+	From, To, Amount, Currency any
+	Kelvin                     any `json:"k"`
+	LongS                      any `json:"s"`
+	FromAccount                any `json:"from_account"`
+	Items                      []transferFields
+}
+
+// readings returns what three decoders read from doc: encoding/json into
+// any, encoding/json into a struct (case-insensitive field matching) and
+// foldedReading.
+func readings(t *testing.T, doc []byte) [3]any {
+	t.Helper()
+	var plain any
+	if err := json.Unmarshal(doc, &plain); err != nil {
+		t.Fatalf("json.Unmarshal(%q): %v", doc, err)
+	}
+	var typed transferFields
+	_ = json.Unmarshal(doc, &typed) // a type mismatch is the same either way
+	folded, err := foldedReading(doc)
+	if err != nil {
+		t.Fatalf("foldedReading(%q): %v", doc, err)
+	}
+	return [3]any{plain, typed, folded}
+}
+
+// Every decoder reads a document and its canonical form the same way; so
+// two documents with one canonical form (one fingerprint) are read the same.
+func FuzzCanonicalJSONKeepsReading(f *testing.F) {
+	for _, s := range []string{
+		`{"from":"a","to":"b","amount":5,"Amount":7}`, `{"From":"a","from":"b"}`, "{\"k\":1,\"\u212a\":2}",
+		`{"amount":5,"\u0041mount":7}`, `{"items":[{"to":1,"TO":2}],"a":{"b":1}}`, `{"b":1,"a":[1,{"d":"\u00e9"}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		c, err := idem.CanonicalJSON(doc)
+		if err != nil {
+			return
+		}
+		if got, want := readings(t, c), readings(t, doc); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s and its canonical form %s are read differently:\n%#v\n%#v", doc, c, want, got)
+		}
+	})
+}
+
+// The same property, stated on pairs: the bug report's two transfers.
+func FuzzCanonicalJSONSameFormSameReading(f *testing.F) {
+	pairs := [][2]string{
+		{`{"from":"a","to":"b","amount":5,"Amount":7}`, `{"from":"a","to":"b","Amount":7,"amount":5}`},
+		{`{"from":"a","From":"x","to":"b"}`, `{"From":"x","from":"a","to":"b"}`},
+		{`{"amount":5,"\u0041mount":7}`, `{"Amount":7,"amount":5}`},
+		{"{\"k\":1,\"\u212a\":2}", "{\"\u212a\":2,\"k\":1}"},
+		{`{"b":1,"a":2}`, `{"a":2,"b":1}`},
+	}
+	for _, p := range pairs {
+		f.Add([]byte(p[0]), []byte(p[1]))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		ca, errA := idem.CanonicalJSON(a)
+		cb, errB := idem.CanonicalJSON(b)
+		if errA != nil || errB != nil || !bytes.Equal(ca, cb) {
+			return
+		}
+		if ra, rb := readings(t, a), readings(t, b); !reflect.DeepEqual(ra, rb) {
+			t.Fatalf("%s and %s share the canonical form %s but are read differently:\n%#v\n%#v", a, b, ca, ra, rb)
 		}
 	})
 }

@@ -4,9 +4,9 @@ import "context"
 
 type txKey struct{}
 
-// WithTx returns a context that carries tx. Guard.Do passes such a context
-// to the work; store packages use it in their typed accessors.
-func WithTx(ctx context.Context, tx Tx) context.Context {
+// withTx returns a context that carries tx: the context Guard.Do passes to
+// the work.
+func withTx(ctx context.Context, tx Tx) context.Context {
 	return context.WithValue(ctx, txKey{}, tx)
 }
 

@@ -17,6 +17,9 @@
 //     tests; storetest is the conformance suite all of them run.
 //   - [ParseKey] and [ValidateKey] apply the key rules; [NewFingerprint]
 //     turns a request into the fingerprint compared on every retry.
+//   - [StoredScope] is the form under which a scope's records are stored:
+//     any scope is accepted, and stores only ever see short, printable
+//     values.
 //   - [Sweeper] deletes expired records in bounded batches.
 //
 // # Atomic mode

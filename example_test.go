@@ -85,3 +85,14 @@ func ExampleCanonicalJSON() {
 	// Output:
 	// {"from":1,"note":"café","to":2}
 }
+
+// A scope is stored as it is when it is short, printable UTF-8; anything
+// else (a long token, raw bytes) is stored as a digest. Tools that look a
+// record up by its scope apply the same mapping.
+func ExampleStoredScope() {
+	fmt.Println(idem.StoredScope("user:42"))
+	fmt.Println(idem.StoredScope("Bearer \xff\xfe"))
+	// Output:
+	// user:42
+	// idem:sha256:a7ec41e26afadbac5c84c30c7fbcf6abc671f27d28f5e3c8d2695f66a35ea715
+}

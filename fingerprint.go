@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"hash"
 )
 
 // FingerprintInput is what a request's fingerprint is computed from.
@@ -38,29 +37,32 @@ type FingerprintInput struct {
 // this computation so that a later change cannot silently match old records.
 func NewFingerprint(in FingerprintInput) string {
 	h := sha256.New()
-	field(h, in.Method)
-	field(h, in.Route)
+	head := make([]byte, 0, 64+len(in.Method)+len(in.Route)+32*len(in.Extra))
+	head = appendField(head, in.Method)
+	head = appendField(head, in.Route)
 	for _, e := range in.Extra {
-		field(h, "x")
-		field(h, e)
+		head = appendField(head, "x")
+		head = appendField(head, e)
 	}
-	body, kind := in.Body, "raw"
-	if in.JSON {
-		if c, err := CanonicalJSON(in.Body); err == nil {
-			body, kind = c, "json"
-		}
+	// The canonical form is hashed as it is written, never held whole.
+	var c canonicalizer
+	if in.JSON && c.parse(in.Body) == nil {
+		head = appendField(head, "json")
+		h.Write(binary.BigEndian.AppendUint64(head, uint64(c.size)))
+		c.writeCanonical(h)
+	} else {
+		head = appendField(head, "raw")
+		h.Write(binary.BigEndian.AppendUint64(head, uint64(len(in.Body))))
+		h.Write(in.Body)
 	}
-	field(h, kind)
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(body)))
-	h.Write(n[:])
-	h.Write(body)
-	return "v1:" + hex.EncodeToString(h.Sum(nil))
+	var sum [sha256.Size]byte
+	var out [3 + 2*sha256.Size]byte
+	copy(out[:], "v1:")
+	hex.Encode(out[3:], h.Sum(sum[:0]))
+	return string(out[:])
 }
 
-func field(h hash.Hash, s string) {
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-	h.Write(n[:])
-	h.Write([]byte(s))
+// appendField appends s prefixed by its length.
+func appendField(b []byte, s string) []byte {
+	return append(binary.BigEndian.AppendUint64(b, uint64(len(s))), s...)
 }

@@ -34,6 +34,9 @@ type Request struct {
 	// Scope is the principal or tenant the key belongs to (plus anything
 	// else the operator configures). The same key in two scopes names two
 	// independent calls, and one scope never receives another's result.
+	// Any string is accepted: records are stored under StoredScope(Scope),
+	// which is Scope itself when it is short, printable UTF-8, and a digest
+	// otherwise.
 	Scope string
 
 	// Key is the client's idempotency key; see ValidateKey.
@@ -41,7 +44,8 @@ type Request struct {
 
 	// Fingerprint identifies the request's content (see NewFingerprint).
 	// A retry whose fingerprint differs from the recorded one fails with
-	// ErrMismatch.
+	// ErrMismatch. A fingerprint that StoredScope would not keep as it is,
+	// whatever its length, is stored as a digest.
 	Fingerprint string
 
 	// TTL overrides Config.TTL for this call when positive.
@@ -52,7 +56,9 @@ type Request struct {
 // transaction (see TxFrom and the store's typed accessor); the work must
 // write its effect through that transaction so that the effect and the
 // recorded result commit together. Returning an error rolls everything back
-// and records nothing; so does a panic, which Guard.Do re-raises.
+// and records nothing; so does a panic, which Guard.Do re-raises, and so
+// does a Result that cannot be recorded (a Status beyond 32 bits). See
+// Result.Header for what is recorded of the headers.
 type Work func(ctx context.Context) (Result, error)
 
 // commitTimeout bounds the commit that follows a successful work, which runs
@@ -78,6 +84,9 @@ func (g *Guard) Do(ctx context.Context, req Request, work Work) (res Result, rep
 	if work == nil {
 		return Result{}, false, errors.New("idem: Do: work is nil")
 	}
+	// The store only ever sees forms it can keep (see stored_form.go).
+	req.Scope = StoredScope(req.Scope)
+	req.Fingerprint = storedFingerprint(req.Fingerprint)
 	now := g.cfg.Now()
 	rec, tx, err := g.store.Begin(ctx, &BeginParams{Scope: req.Scope, Key: req.Key, Now: now})
 	if err != nil {
@@ -94,7 +103,10 @@ func (g *Guard) Do(ctx context.Context, req Request, work Work) (res Result, rep
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 		}
 	}()
-	res, err = work(WithTx(ctx, tx))
+	res, err = work(withTx(ctx, tx))
+	if err == nil {
+		res, err = storableResult(res)
+	}
 	if err != nil {
 		done = true
 		_ = tx.Rollback(context.WithoutCancel(ctx))

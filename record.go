@@ -18,10 +18,15 @@ const (
 // the response's status, recorded headers and body; other callers may use
 // Body alone as opaque bytes.
 type Result struct {
-	// Status is an HTTP status or an application code; zero if unused.
+	// Status is an HTTP status or an application code; zero if unused. It
+	// must fit in 32 bits.
 	Status int
 
-	// Header holds the recorded response headers, if any.
+	// Header holds the recorded response headers, if any. Guard records
+	// them as every store can keep them: it drops an entry whose name is
+	// not valid UTF-8 or has a control character (net/http never sends
+	// one), and turns NUL, CR and LF in values into spaces (as RFC 9110,
+	// section 5.5, allows; net/http does so to CR and LF on the wire).
 	Header map[string][]string
 
 	// Body is the recorded response body or opaque result bytes.
@@ -30,8 +35,12 @@ type Result struct {
 
 // Record is one stored idempotency record, addressed by (Scope, Key).
 type Record struct {
-	Scope       string
-	Key         string
+	// Scope is the stored form of the request's scope (see StoredScope).
+	Scope string
+	// Key is the client's idempotency key.
+	Key string
+	// Fingerprint is the stored form of the request's fingerprint (see
+	// Request.Fingerprint).
 	Fingerprint string
 	State       State
 	Result      Result

@@ -30,6 +30,13 @@ import (
 //
 // Uniqueness of (scope, key) must be enforced by the storage itself (a
 // unique constraint), not by the lock alone.
+//
+// Guard passes only values a store can keep in text columns and indexes:
+// scopes of at most 255 bytes of valid UTF-8 without control characters
+// (see StoredScope), keys of 1 to 255 visible ASCII characters, fingerprints of
+// valid UTF-8 without control characters, header names of valid UTF-8 without control
+// characters and header values without NUL, and a Status that fits in 32
+// bits.
 type Store interface {
 	Begin(ctx context.Context, p *BeginParams) (*Record, Tx, error)
 }
