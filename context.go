@@ -4,9 +4,10 @@ import "context"
 
 type txKey struct{}
 
-// withTx returns a context that carries tx: the context Guard.Do passes to
-// the work.
-func withTx(ctx context.Context, tx Tx) context.Context {
+// WithTx returns a context that carries tx: the context Guard.Do passes to
+// the work. Code that drives a Store's Tx directly, such as the storetest
+// suite, uses it to give a work-like function the same context.
+func WithTx(ctx context.Context, tx Tx) context.Context {
 	return context.WithValue(ctx, txKey{}, tx)
 }
 

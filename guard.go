@@ -103,7 +103,7 @@ func (g *Guard) Do(ctx context.Context, req Request, work Work) (res Result, rep
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 		}
 	}()
-	res, err = work(withTx(ctx, tx))
+	res, err = work(WithTx(ctx, tx))
 	if err == nil {
 		res, err = storableResult(res)
 	}

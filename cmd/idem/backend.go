@@ -36,12 +36,12 @@ func isPostgres(db string) bool {
 type backendOptions struct {
 	// replayProbe sets pgstore.Config.ReplayProbe.
 	replayProbe bool
-	// mustExist refuses a SQLite path with no file, rather than creating
-	// an empty database (for commands that read existing records).
-	mustExist bool
-	// readOnly opens the store without migrating it, and refuses a
-	// database without a records table rather than creating one (for
-	// commands that look after existing records).
+	// existing opens an existing database without migrating it, and
+	// refuses a missing one or one without a records table rather than
+	// creating it (for the commands that look after existing records).
+	existing bool
+	// readOnly, with existing, opens the database read-only (idem
+	// inspect): on SQLite it opens beside a running idem serve.
 	readOnly bool
 	// pool is the PostgreSQL pool size (pool_max_conns); 0 keeps the
 	// URL's, or pgxpool's default. Unless poolExplicit, a pool_max_conns
@@ -70,11 +70,11 @@ func open(ctx context.Context, db string, opts backendOptions) (*backend, error)
 				return nil, err
 			}
 		}
-		s, err := pgstore.Open(ctx, db, &pgstore.Config{ReplayProbe: opts.replayProbe, SkipMigrate: opts.readOnly})
+		s, err := pgstore.Open(ctx, db, &pgstore.Config{ReplayProbe: opts.replayProbe, SkipMigrate: opts.existing})
 		if err != nil {
 			return nil, err
 		}
-		if opts.readOnly {
+		if opts.existing {
 			if err := hasRecordsTable(ctx, s.Pool()); err != nil {
 				s.Close()
 				return nil, err
@@ -82,12 +82,19 @@ func open(ctx context.Context, db string, opts backendOptions) (*backend, error)
 		}
 		return &backend{store: s, ledger: transfers.Postgres(s), pool: s.Pool(), close: s.Close}, nil
 	}
-	if opts.mustExist {
+	var cfg *sqlitestore.Config
+	if opts.existing {
 		if _, err := os.Stat(db); err != nil {
 			return nil, fmt.Errorf("no database there (%w); give the -db that idem serve used", err)
 		}
+		// Neither creates nor migrates anything; a file without idem's
+		// tables is refused with sqlitestore.ErrSchema.
+		cfg = &sqlitestore.Config{ReadOnly: opts.readOnly, SkipMigrate: !opts.readOnly}
 	}
-	s, err := sqlitestore.Open(ctx, db, nil)
+	s, err := sqlitestore.Open(ctx, db, cfg)
+	if errors.Is(err, sqlitestore.ErrLocked) && !opts.readOnly {
+		return nil, fmt.Errorf("%w (a running idem serve sweeps its own database)", err)
+	}
 	if err != nil {
 		return nil, err
 	}

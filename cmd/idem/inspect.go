@@ -23,8 +23,9 @@ func (c *inspectCommand) Run(ctx context.Context, args []string) error {
 
 <key> is the key as the client sent it in Idempotency-Key: bare (abc) or
 quoted ("abc"); quote it for the shell too ('"abc"'). The transfers
-service's scopes are "anonymous" and "bearer:<token>". inspect never
-changes the database.`); err != nil {
+service's scopes are "anonymous" and "bearer:<token>"; a scope the
+records table shows as idem:sha256:… (a long or binary one) may be given
+either way. inspect never changes the database.`); err != nil {
 		return err
 	}
 	if fs.NArg() != 2 {
@@ -35,7 +36,7 @@ changes the database.`); err != nil {
 	if err != nil {
 		return usageError{fmt.Sprintf("inspect: %v", err)}
 	}
-	b, err := openBackend(ctx, *db, backendOptions{mustExist: true, readOnly: true})
+	b, err := openBackend(ctx, *db, backendOptions{existing: true, readOnly: true})
 	if err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
@@ -44,7 +45,13 @@ changes the database.`); err != nil {
 	if !ok {
 		return errors.New("inspect: this store cannot look records up")
 	}
-	rec, err := in.Lookup(ctx, &idem.LookupParams{Scope: scope, Key: key})
+	// The Guard stores a long or binary scope as its digest: look the
+	// scope up as the Guard stored it, then as given, for a digest copied
+	// from the records table.
+	rec, err := in.Lookup(ctx, &idem.LookupParams{Scope: idem.StoredScope(scope), Key: key})
+	if errors.Is(err, idem.ErrNotFound) && idem.StoredScope(scope) != scope {
+		rec, err = in.Lookup(ctx, &idem.LookupParams{Scope: scope, Key: key})
+	}
 	if errors.Is(err, idem.ErrNotFound) {
 		return fmt.Errorf("inspect: no record for scope %q and key %q", scope, key)
 	}

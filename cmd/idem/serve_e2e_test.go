@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/sqlitestore"
 )
 
 // lockedBuffer collects a child process's output.
@@ -411,5 +413,45 @@ func TestInspectAndSweepCreateNothingOnPostgres(t *testing.T) {
 	}
 	if tables != 0 {
 		t.Errorf("%d tables were created in %s, want none", tables, schema)
+	}
+}
+
+// The tools never create or migrate a SQLite database: a file that holds
+// something else is refused and left as it was.
+func TestInspectAndSweepCreateNothingOnSQLite(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "other.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE notes (body TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"inspect", "-db", path, "anonymous", "k"},
+		{"sweep", "-db", path},
+	} {
+		err := (&Main{Stdout: io.Discard, Stderr: io.Discard}).Run(context.Background(), args)
+		if !errors.Is(err, sqlitestore.ErrSchema) {
+			t.Errorf("idem %s on a file without idem's tables: %v, want sqlitestore.ErrSchema", args[0], err)
+		}
+	}
+	var names []string
+	rows, err := db.Query(`SELECT name FROM sqlite_master ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	if len(names) != 1 || names[0] != "notes" {
+		t.Errorf("tables after inspect and sweep: %v, want only notes", names)
 	}
 }

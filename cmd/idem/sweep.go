@@ -25,7 +25,7 @@ func (c *sweepCommand) Run(ctx context.Context, args []string) error {
 	if *batch <= 0 {
 		return usageError{fmt.Sprintf("sweep: -batch must be positive, got %d", *batch)}
 	}
-	b, err := openBackend(ctx, *db, backendOptions{mustExist: true, readOnly: true})
+	b, err := openBackend(ctx, *db, backendOptions{existing: true})
 	if err != nil {
 		return fmt.Errorf("sweep: %w", err)
 	}

@@ -20,8 +20,9 @@ type server struct {
 	addr   string
 	log    io.Writer
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once cmd has been reaped
 }
 
 // freeAddr returns a loopback address with a port free right now.
@@ -41,11 +42,12 @@ func (s *server) start(ctx context.Context) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start server: %w", err)
 	}
-	s.mu.Lock()
-	s.cmd = cmd
-	s.mu.Unlock()
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	reaped := make(chan struct{})
+	go func() { exited <- cmd.Wait(); close(reaped) }()
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, reaped
+	s.mu.Unlock()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
@@ -59,7 +61,6 @@ func (s *server) start(ctx context.Context) error {
 		if err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
-				go func() { <-exited }()
 				return nil
 			}
 		}
@@ -76,11 +77,11 @@ func (s *server) kill() {
 	defer s.mu.Unlock()
 	if s.cmd != nil && s.cmd.Process != nil {
 		_ = s.cmd.Process.Signal(os.Kill)
-		for range 200 { // wait until the port is free again
-			if _, err := net.DialTimeout("tcp", s.addr, 50*time.Millisecond); err != nil {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
+		// Wait until the process is gone, so that everything it held
+		// (its port, the SQLite file's writer lock) is free again.
+		select {
+		case <-s.exited:
+		case <-time.After(10 * time.Second):
 		}
 		s.cmd = nil
 	}

@@ -1,14 +1,11 @@
 package transfers
 
 import (
-	"context"
 	"net/http"
 	"strings"
 
 	"github.com/idemkit/idem/idemhttp"
 )
-
-type anonymousKey struct{}
 
 // authenticate is the demo's authentication: Authorization: Bearer <token>
 // names the principal "bearer:<token>", handed to idemhttp with
@@ -21,7 +18,7 @@ func authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := r.Header.Get("Authorization")
 		if h == "" {
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), anonymousKey{}, true)))
+			next.ServeHTTP(w, r) // no principal: idemhttp's anonymous scope
 			return
 		}
 		scheme, token, ok := strings.Cut(h, " ")
@@ -32,17 +29,4 @@ func authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(idemhttp.WithPrincipal(r.Context(), "bearer:"+token)))
 	})
-}
-
-// scope is the idempotency layer's scope: the principal that authenticate
-// established, or idemhttp.AnonymousScope for a request that authenticate
-// let through as anonymous. Anything else is refused.
-func scope(r *http.Request) (string, error) {
-	if p, ok := idemhttp.PrincipalFrom(r.Context()); ok {
-		return p, nil
-	}
-	if anon, _ := r.Context().Value(anonymousKey{}).(bool); anon {
-		return idemhttp.AnonymousScope, nil
-	}
-	return "", errNotAuthenticated
 }
