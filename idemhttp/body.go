@@ -39,6 +39,25 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	return b, nil
 }
 
+// interruptAtEnd makes a body read that is blocked when r's context ends
+// (its deadline runs out, or its client leaves) fail at once with a
+// timeout, so that a client trickling its body cannot hold its slot, its
+// buffer and its connection past the request's deadline. It returns a
+// function that stops this; call it once the body has been read. Where the
+// connection's read deadline cannot be set (HTTP/2 streams, some
+// ResponseWriter wrappers), the read ends with the body or the server's
+// own timeouts.
+func interruptAtEnd(w http.ResponseWriter, r *http.Request) (stop func()) {
+	if r.Body == nil || r.Body == http.NoBody || r.Context().Done() == nil {
+		return func() {}
+	}
+	rc := http.NewResponseController(w)
+	after := context.AfterFunc(r.Context(), func() {
+		_ = rc.SetReadDeadline(time.Now())
+	})
+	return func() { after() }
+}
+
 // endedOutcome tells why a request whose body could not be read, or whose
 // context ended before the store was asked, cannot go on: the time to
 // receive it ran out (a read deadline such as http.Server.ReadTimeout, or
