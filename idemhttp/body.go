@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/idemkit/idem/internal/httpbody"
 )
 
 var (
@@ -26,15 +28,15 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	b, err := httpbody.Read(r.Body, r.ContentLength, limit)
 	if err != nil {
+		if errors.Is(err, httpbody.ErrTooLarge) {
+			return nil, errRequestTooLarge
+		}
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return nil, errRequestTooLarge
 		}
 		return nil, fmt.Errorf("%w: %w", errUnreadableBody, err)
-	}
-	if int64(len(b)) > limit {
-		return nil, errRequestTooLarge
 	}
 	return b, nil
 }
