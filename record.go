@@ -25,8 +25,11 @@ type Result struct {
 	// Header holds the recorded response headers, if any. Guard records
 	// them as every store can keep them: it drops an entry whose name is
 	// not valid UTF-8 or has a control character (net/http never sends
-	// one), and turns NUL, CR and LF in values into spaces (as RFC 9110,
-	// section 5.5, allows; net/http does so to CR and LF on the wire).
+	// one), turns NUL, CR and LF in values into spaces (as RFC 9110,
+	// section 5.5, allows; net/http does so to CR and LF on the wire), and
+	// bytes that are not valid UTF-8 into U+FFFD. Guard.Do returns the
+	// result as recorded, so a caller can send the first answer exactly as
+	// its replays will be (idemhttp does).
 	Header map[string][]string
 
 	// Body is the recorded response body or opaque result bytes.

@@ -78,7 +78,7 @@ func storableResult(res Result) (Result, error) {
 	}
 	clean := true
 	for name, values := range res.Header {
-		if !storableHeaderName(name) || slices.ContainsFunc(values, hasBreak) {
+		if !storableHeaderName(name) || slices.ContainsFunc(values, unstorableValue) {
 			clean = false
 			break
 		}
@@ -93,7 +93,7 @@ func storableResult(res Result) (Result, error) {
 		}
 		out := make([]string, len(values))
 		for i, v := range values {
-			out[i] = headerBreaks.Replace(v)
+			out[i] = strings.ToValidUTF8(headerBreaks.Replace(v), "\uFFFD")
 		}
 		h[name] = out
 	}
@@ -107,4 +107,9 @@ func storableHeaderName(name string) bool {
 
 var headerBreaks = strings.NewReplacer("\x00", " ", "\r", " ", "\n", " ")
 
-func hasBreak(v string) bool { return strings.ContainsAny(v, "\x00\r\n") }
+// unstorableValue reports whether a header value must be changed to be
+// stored: it holds NUL, CR or LF, or is not valid UTF-8 (stores keep header
+// values as text, and would change those bytes themselves).
+func unstorableValue(v string) bool {
+	return strings.ContainsAny(v, "\x00\r\n") || !utf8.ValidString(v)
+}

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/idemkit/idem/internal/httpbody"
 )
 
 var (
@@ -26,17 +28,36 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	b, err := httpbody.Read(r.Body, r.ContentLength, limit)
 	if err != nil {
+		if errors.Is(err, httpbody.ErrTooLarge) {
+			return nil, errRequestTooLarge
+		}
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return nil, errRequestTooLarge
 		}
 		return nil, fmt.Errorf("%w: %w", errUnreadableBody, err)
 	}
-	if int64(len(b)) > limit {
-		return nil, errRequestTooLarge
-	}
 	return b, nil
+}
+
+// interruptAtEnd makes a body read that is blocked when r's context ends
+// (its deadline runs out, or its client leaves) fail at once with a
+// timeout, so that a client trickling its body cannot hold its slot, its
+// buffer and its connection past the request's deadline. It returns a
+// function that stops this; call it once the body has been read. Where the
+// connection's read deadline cannot be set (HTTP/2 streams, some
+// ResponseWriter wrappers), the read ends with the body or the server's
+// own timeouts.
+func interruptAtEnd(w http.ResponseWriter, r *http.Request) (stop func()) {
+	if r.Body == nil || r.Body == http.NoBody || r.Context().Done() == nil {
+		return func() {}
+	}
+	rc := http.NewResponseController(w)
+	after := context.AfterFunc(r.Context(), func() {
+		_ = rc.SetReadDeadline(time.Now())
+	})
+	return func() { after() }
 }
 
 // endedOutcome tells why a request whose body could not be read, or whose

@@ -72,7 +72,11 @@ func (c *call) answer(res idem.Result, replayed bool, err error) {
 		c.done(OutcomeReplayed, res.Status, nil)
 	case err == nil:
 		// The client of the first execution gets all the handler's
-		// headers; a replay gets the recorded subset.
+		// headers; a replay gets the recorded subset. The recorded ones
+		// go out as they were recorded (the store keeps header values as
+		// text: see idem.Result.Header), so the first answer and its
+		// replays carry the same bytes.
+		maps.Copy(c.rec.header, res.Header)
 		c.sendRecorded(c.rec)
 		c.done(OutcomeExecuted, res.Status, nil)
 	default:

@@ -32,7 +32,17 @@ func (m *Middleware) fingerprint(r *http.Request, route string, body []byte) str
 	extra := make([]string, 0, 1+len(m.cfg.FingerprintHeaders))
 	extra = append(extra, "target "+requestTarget(r.URL))
 	for _, name := range m.cfg.FingerprintHeaders {
-		extra = append(extra, name+": "+strings.Join(r.Header.Values(name), ", "))
+		// One entry per header line (entries are length-prefixed), so
+		// that "a, b" on one line and "a" and "b" on two, which a handler
+		// calling Header.Get reads differently, never fingerprint alike.
+		// An absent header and an empty one read alike and count alike.
+		values := r.Header.Values(name)
+		if len(values) == 0 {
+			values = []string{""}
+		}
+		for _, v := range values {
+			extra = append(extra, name+": "+v)
+		}
 	}
 	return idem.NewFingerprint(idem.FingerprintInput{
 		Method: r.Method,

@@ -171,3 +171,28 @@ func TestCustomRoute(t *testing.T) {
 		t.Errorf("route: got %q, want %q", got, want)
 	}
 }
+
+// Issue 10: a fingerprint header sent as one line "a, b" and as two lines
+// "a" and "b" reads differently to a handler that calls Header.Get, so the
+// two requests must never fingerprint alike: the retry is refused with 422,
+// never answered with the other request's response.
+func TestFingerprintHeaderLinesAreKeptApart(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withConfig(idemhttp.Config{FingerprintHeaders: []string{"X-Debit-Account"}}))
+	h := &effectHandler{}
+	handler := e.mw.Handler(h)
+	oneLine := serve(handler, "POST", "/transfers", `{"amount":1}`, withKey("k"), header("X-Debit-Account", "acct-1, acct-2"))
+	if oneLine.Code != http.StatusCreated {
+		t.Fatalf("first: status %d", oneLine.Code)
+	}
+	twoLines := serve(handler, "POST", "/transfers", `{"amount":1}`, withKey("k"),
+		header("X-Debit-Account", "acct-1"), header("X-Debit-Account", "acct-2"))
+	checkProblem(t, twoLines, idemhttp.ProblemMismatch, http.StatusUnprocessableEntity)
+	same := serve(handler, "POST", "/transfers", `{"amount":1}`, withKey("k"), header("X-Debit-Account", "acct-1, acct-2"))
+	if same.Code != http.StatusCreated || same.Header().Get(idemhttp.ReplayedHeader) != "true" {
+		t.Errorf("retry with the same line: status %d, replayed %q; want the replay", same.Code, same.Header().Get(idemhttp.ReplayedHeader))
+	}
+	if got := h.runs.Load(); got != 1 {
+		t.Errorf("handler runs: got %d, want 1", got)
+	}
+}

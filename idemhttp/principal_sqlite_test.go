@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -107,5 +108,38 @@ func TestPrincipalScopeSQLite(t *testing.T) {
 	}
 	if _, err := store.Lookup(ctx, &idem.LookupParams{Scope: idemhttp.AnonymousScope, Key: "order-1001"}); !errors.Is(err, idem.ErrNotFound) {
 		t.Errorf("record in %q: got %v, want none", idemhttp.AnonymousScope, err)
+	}
+}
+
+// The first answer carries a recorded header exactly as its replays will.
+// SQLite keeps header values as text: a value that is not valid UTF-8 is
+// recorded with U+FFFD for the bad bytes, and the first client gets that
+// same value, not bytes its retries would never see again.
+func TestFirstAnswerHeadersAreTheRecordedOnes(t *testing.T) {
+	t.Parallel()
+	store, err := sqlitestore.Open(t.Context(), filepath.Join(t.TempDir(), "idem.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	g, err := idem.New(store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := idemhttp.New(g, &idemhttp.Config{Logger: discardLogger(), RecordHeaders: append(idemhttp.DefaultRecordHeaders(), "X-V")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["X-V"] = []string{"caf\xe9"}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	first := serve(handler, "POST", "/orders", `{"n":1}`, withKey("k"))
+	replay := serve(handler, "POST", "/orders", `{"n":1}`, withKey("k"))
+	if replay.Header().Get(idemhttp.ReplayedHeader) != "true" {
+		t.Fatalf("second answer is not a replay")
+	}
+	if got, want := first.Header().Values("X-V"), replay.Header().Values("X-V"); !slices.Equal(got, want) {
+		t.Errorf("X-V: first answer %q, replay %q; want the same bytes", got, want)
 	}
 }

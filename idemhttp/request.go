@@ -69,7 +69,9 @@ func (c *call) leave() {
 // body over the limit is a 413; one that did not arrive in time, or whose
 // client left while sending it, a 408.
 func (c *call) readBody() bool {
+	stop := interruptAtEnd(c.w, c.r)
 	body, err := readBody(c.r, c.m.cfg.MaxRequestBody)
+	stop()
 	if err == nil {
 		c.body = body
 		return true

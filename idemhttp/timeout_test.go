@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,3 +222,71 @@ type timeoutError struct{}
 func (timeoutError) Error() string   { return "i/o timeout" }
 func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
+
+// Issue 10: with no read timeout on the server, the request's own deadline
+// still ends a body that trickles in: the read is cut when the context
+// ends (408, nothing run), rather than when the last byte arrives, and the
+// request's concurrency slot is free again for the next caller.
+func TestTrickleIsCutAtTheRequestDeadline(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withConfig(idemhttp.Config{MaxConcurrent: 1}))
+	h := &effectHandler{}
+	deadline := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), 300*time.Millisecond)
+			defer cancel()
+			next.ServeHTTP(w, r.WithContext(ctx))
+		})
+	}
+	srv := httptest.NewServer(deadline(withAlice(e.mw.Handler(h))))
+	defer srv.Close()
+
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(60 * time.Second))
+	const body = `{"to":"bob","amount":10}`
+	if _, err := fmt.Fprintf(conn, "POST /transfers HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+		"Idempotency-Key: slow-1\r\nContent-Length: %d\r\n\r\n", len(body)); err != nil {
+		t.Fatal(err)
+	}
+	var sent atomic.Int32
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // one byte a second: the whole body would take 24 s
+		for i := range len(body) {
+			if _, err := conn.Write([]byte{body[i]}); err != nil {
+				return
+			}
+			sent.Add(1)
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if n := sent.Load(); n >= int32(len(body)) {
+		t.Errorf("the answer came after the whole body (%d bytes): the read was not cut at the deadline", n)
+	}
+	checkTimedOut(t, e, h, resp)
+
+	// The slot is free: the next request is served, not refused too-busy.
+	req, _ := http.NewRequest("POST", srv.URL+"/transfers", strings.NewReader(`{"to":"bob","amount":10}`))
+	req.Header.Set("Idempotency-Key", "next-1")
+	next, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next.Body.Close()
+	if next.StatusCode != http.StatusCreated && next.StatusCode != http.StatusOK {
+		t.Errorf("next request: status %d, want it served", next.StatusCode)
+	}
+}

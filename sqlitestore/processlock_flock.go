@@ -23,6 +23,7 @@ func lockProcess(db, lock string) (io.Closer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: Open: lock file: %w", err)
 	}
+	shareOwner(f, db)
 	if err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		pid := holderPID(f)
 		_ = f.Close()
@@ -37,6 +38,31 @@ func lockProcess(db, lock string) (io.Closer, error) {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return f, nil
+}
+
+// shareOwner gives the lock file the database file's owner, group and
+// permission bits, as SQLite does for its -wal and -shm files, so that a
+// tool run as root beside a service's database (idem sweep) never leaves a
+// lock file the service's own user cannot open. Without the rights to do
+// so (the usual case: the same user owns both), nothing changes.
+func shareOwner(f *os.File, db string) {
+	dbInfo, err := os.Stat(db)
+	if err != nil {
+		return
+	}
+	st, ok := dbInfo.Sys().(*syscall.Stat_t)
+	if !ok {
+		return
+	}
+	if li, err := f.Stat(); err == nil {
+		if lst, ok := li.Sys().(*syscall.Stat_t); ok && lst.Uid == st.Uid && lst.Gid == st.Gid && li.Mode().Perm() == dbInfo.Mode().Perm()&0o666 {
+			return
+		}
+	}
+	if os.Geteuid() == 0 {
+		_ = f.Chown(int(st.Uid), int(st.Gid))
+	}
+	_ = f.Chmod(dbInfo.Mode().Perm() & 0o666)
 }
 
 func flock(f *os.File, how int) error {

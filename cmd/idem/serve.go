@@ -26,7 +26,7 @@ import (
 // connections only as they are needed.
 const defaultPool = 16
 
-const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://…] [-idempotency on|off] [-ttl 24h] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-replay-probe]
+const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://…] [-idempotency on|off] [-ttl 24h] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe]
 
 serve runs the transfers service: PUT and GET /accounts/{id}, POST /transfers
 (Idempotency-Key required), GET /transfers[?limit=N] and /transfers/{id},
@@ -43,6 +43,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	mode := fs.String("idempotency", "on", `"on", or "off" to run the same service without idem (keys ignored; for comparisons only)`)
 	ttl := fs.Duration("ttl", idem.DefaultTTL, "how long idempotency records are kept and replayed")
 	pool := fs.Int("pool", defaultPool, "PostgreSQL: the most connections the service opens (pgxpool's pool_max_conns; a pool_max_conns in -db wins over the default). Not for SQLite, which writes one transaction at a time whatever the pool")
+	maxConcurrent := fs.Int("max-concurrent", transfers.DefaultMaxConcurrent, "most POST /transfers received and served at once; the next is answered 503 too-busy before its body is read")
 	bodyTimeout := fs.Duration("body-timeout", transfers.DefaultBodyTimeout, "longest a client may take to send a request body; a slower one is answered 408 and nothing runs")
 	timeout := fs.Duration("request-timeout", transfers.DefaultRequestTimeout, "longest a request may wait and work once its body has arrived; past it, its database work is cancelled, rolled back and answered 503")
 	idle := fs.Duration("idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept open")
@@ -67,6 +68,8 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	switch {
 	case *pool < 1:
 		return usageError{fmt.Sprintf("serve: -pool must be positive, got %d", *pool)}
+	case *maxConcurrent < 1:
+		return usageError{fmt.Sprintf("serve: -max-concurrent must be positive, got %d", *maxConcurrent)}
 	case poolSet && !isPostgres(*db):
 		return usageError{"serve: -pool applies to PostgreSQL only (SQLite writes one transaction at a time whatever the pool)"}
 	}
@@ -87,7 +90,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer closeWithin(b.close, 5*time.Second, log)
-	cfg := &transfers.Config{Logger: log, BodyTimeout: *bodyTimeout, RequestTimeout: *timeout}
+	cfg := &transfers.Config{Logger: log, BodyTimeout: *bodyTimeout, RequestTimeout: *timeout, MaxConcurrent: *maxConcurrent}
 	if err := setupMetrics(cfg, b.pool); err != nil {
 		return err
 	}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/idemkit/idem/internal/httpbody"
 )
 
 // maxBody is the largest request body the service reads.
@@ -45,18 +47,18 @@ func (s *Service) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 		tooLarge(w, r)
 		return nil, false
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	body, err := httpbody.Read(r.Body, r.ContentLength, maxBody)
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		w.Header().Set("Connection", "close")
 		problem(w, http.StatusRequestTimeout, "request-timeout", "Request body too slow",
 			fmt.Sprintf("the request body did not arrive within %s; nothing was done", s.cfg.BodyTimeout))
 		return nil, false
+	case errors.Is(err, httpbody.ErrTooLarge):
+		tooLarge(w, r)
+		return nil, false
 	case err != nil:
 		problem(w, http.StatusBadRequest, "unreadable-body", "Unreadable body", err.Error())
-		return nil, false
-	case len(body) > maxBody:
-		tooLarge(w, r)
 		return nil, false
 	}
 	return body, true

@@ -49,12 +49,20 @@ type Config struct {
 	// BodyTimeout + RequestTimeout + 10 seconds of the request's start.
 	// Defaults to 10 seconds.
 	RequestTimeout time.Duration
+
+	// MaxConcurrent bounds how many POST /transfers are received and
+	// served at once. The next one is answered 503 too-busy with
+	// Retry-After before its body is read, so that memory stays bounded
+	// (each request holds its body, up to 1 MiB, about twice) however
+	// many clients connect. Defaults to 128.
+	MaxConcurrent int
 }
 
 // Defaults of Config.
 const (
 	DefaultBodyTimeout    = 10 * time.Second
 	DefaultRequestTimeout = 10 * time.Second
+	DefaultMaxConcurrent  = 128
 )
 
 func (c *Config) withDefaults() (Config, error) {
@@ -80,6 +88,12 @@ func (c *Config) withDefaults() (Config, error) {
 	case out.RequestTimeout == 0:
 		out.RequestTimeout = DefaultRequestTimeout
 	}
+	switch {
+	case out.MaxConcurrent < 0:
+		return out, fmt.Errorf("transfers: Config.MaxConcurrent must not be negative, got %d", out.MaxConcurrent)
+	case out.MaxConcurrent == 0:
+		out.MaxConcurrent = DefaultMaxConcurrent
+	}
 	return out, nil
 }
 
@@ -88,6 +102,7 @@ type Service struct {
 	db      *Database
 	cfg     Config
 	handler http.Handler
+	slots   chan struct{} // one per POST /transfers being served
 }
 
 // New creates the ledger's tables if needed and returns the service.
@@ -99,7 +114,7 @@ func New(ctx context.Context, db *Database, cfg *Config) (*Service, error) {
 	if _, err := db.pool.exec(ctx, db.schema); err != nil {
 		return nil, fmt.Errorf("transfers: create schema: %w", err)
 	}
-	s := &Service{db: db, cfg: c}
+	s := &Service{db: db, cfg: c, slots: make(chan struct{}, c.MaxConcurrent)}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /accounts/{id}", s.putAccount)

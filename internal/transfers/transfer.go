@@ -39,6 +39,17 @@ type transferRequest struct {
 // Config.RequestTimeout from now.
 func (s *Service) validateTransfer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Admitted before the body is read: memory is bounded by the
+		// slots, not by how many clients are sending.
+		select {
+		case s.slots <- struct{}{}:
+			defer func() { <-s.slots }()
+		default:
+			w.Header().Set("Retry-After", "1")
+			problem(w, http.StatusServiceUnavailable, "too-busy", "Too busy",
+				"too many transfers are being received at once; nothing was done; retry later with the same Idempotency-Key")
+			return
+		}
 		body, ok := s.readBody(w, r)
 		if !ok {
 			return
@@ -54,16 +65,20 @@ func (s *Service) validateTransfer(next http.Handler) http.Handler {
 		}
 		ctx, cancel := s.work(r)
 		defer cancel()
-		r = r.WithContext(ctx)
+		r = r.WithContext(context.WithValue(ctx, validatedKey{}, in))
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})
 }
 
+// validatedKey carries the transferRequest validateTransfer decoded, so
+// that the handler does not read and decode the body a second time.
+type validatedKey struct{}
+
 func (s *Service) createTransfer(w http.ResponseWriter, r *http.Request) {
-	var in transferRequest
-	if !s.decode(w, r, &in) {
+	in, validated := r.Context().Value(validatedKey{}).(transferRequest)
+	if !validated && !s.decode(w, r, &in) {
 		return
 	}
 	ctx := r.Context()
