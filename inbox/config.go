@@ -10,9 +10,11 @@ import (
 // Config configures an Inbox. Name is required; every other field's zero
 // value means its default.
 type Config struct {
-	// Name names the consumer. A message id takes effect once per name:
-	// two consumers with different names that read the same messages
-	// each apply them once. Required.
+	// Name names the consumer, at most 128 bytes. A message id takes
+	// effect once per name: two consumers with different names that read
+	// the same messages each apply them once; consumers that share a
+	// name (replicas of one service) apply each id once between them.
+	// Required.
 	Name string
 
 	// TTL is how long a processed id is remembered. A redelivery or a
@@ -21,29 +23,39 @@ type Config struct {
 	// the longest a producer may retry a publish. Defaults to 7 days.
 	TTL time.Duration
 
-	// MaxAttempts is how many deliveries of a message whose handler keeps
-	// failing are tried before it is dead-lettered, when the broker says
-	// which delivery it is (Message.Attempt). Defaults to 5.
+	// MaxAttempts bounds the deliveries of a message whose handler keeps
+	// failing: a handler failure on a delivery numbered MaxAttempts or
+	// more (Message.Attempt, the broker's count) is dead-lettered rather
+	// than retried, so the handler runs at most MaxAttempts times. A
+	// delivery turned back before the handler ran (the store was
+	// unavailable, another consumer held the id) is retried whatever its
+	// number, but the broker counts it. With Attempt 0 (the broker does
+	// not count) nothing is dead-lettered for failing. Defaults to 5.
 	MaxAttempts int
 
-	// Logger receives one line per message at Debug (applied, duplicate),
-	// Info (refused, retry) or Error (dead letter). Defaults to none.
+	// Logger receives one line per message: at Debug for Applied and
+	// Duplicate, Info for Refused and Retry, Error for DeadLetter and for
+	// a handler that panicked. Defaults to none.
 	Logger *slog.Logger
 
-	// Observer is told the outcome of every message, for metrics.
-	// Defaults to none.
+	// Observer is told the outcome of every message, for metrics. It is
+	// called on the goroutine that called Process, after the outcome is
+	// final. Defaults to none.
 	Observer func(Event)
 
-	// Now returns the current time. Tests inject a clock here. Defaults to
-	// time.Now.
+	// Now returns the current time, which decides expiry. Tests inject a
+	// clock here. Defaults to time.Now.
 	Now func() time.Time
 }
 
-// Defaults.
+// Defaults of Config.
 const (
 	DefaultTTL         = 7 * 24 * time.Hour
 	DefaultMaxAttempts = 5
 )
+
+// maxName bounds Config.Name, in bytes.
+const maxName = 128
 
 func (c *Config) withDefaults() (Config, error) {
 	if c == nil {
@@ -53,8 +65,8 @@ func (c *Config) withDefaults() (Config, error) {
 	switch {
 	case out.Name == "":
 		return Config{}, errors.New("inbox: Config.Name is required")
-	case len(out.Name) > 128:
-		return Config{}, fmt.Errorf("inbox: Config.Name must be at most 128 bytes, got %d", len(out.Name))
+	case len(out.Name) > maxName:
+		return Config{}, fmt.Errorf("inbox: Config.Name must be at most %d bytes, got %d", maxName, len(out.Name))
 	case out.TTL < 0:
 		return Config{}, fmt.Errorf("inbox: Config.TTL must not be negative, got %s", out.TTL)
 	case out.MaxAttempts < 0:
