@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
@@ -16,6 +17,10 @@ import (
 type Database struct {
 	schema string
 	lock   string // locks both accounts, in id order; returns how many exist and the balance of the second
+
+	// hasMessageID counts the message_id column of transfers (0 or 1);
+	// addMessageID adds it to a ledger created before it existed.
+	hasMessageID, addMessageID string
 
 	pool    querier                                   // reads outside any transaction
 	begin   func(ctx context.Context) (txn, error)    // a transaction of our own
@@ -51,7 +56,9 @@ var errNoRows = errors.New("transfers: no rows")
 func SQLite(store *sqlitestore.Store) *Database {
 	db := store.DB()
 	return &Database{
-		schema: sqliteSchema,
+		schema:       sqliteSchema,
+		hasMessageID: `SELECT count(*) FROM pragma_table_info('transfers') WHERE name = 'message_id'`,
+		addMessageID: `ALTER TABLE transfers ADD COLUMN message_id TEXT`,
 		// SQLite serialises writers (BEGIN IMMEDIATE): reading is enough.
 		lock: `SELECT count(*), coalesce(max(CASE WHEN id = $2 THEN balance END), 0) FROM accounts WHERE id IN ($1, $2)`,
 		pool: sqlQ{db},
@@ -74,6 +81,9 @@ func Postgres(store *pgstore.Store) *Database {
 	pool := store.Pool()
 	return &Database{
 		schema: postgresSchema,
+		// 'transfers' resolves through search_path, as in every query.
+		hasMessageID: `SELECT count(*) FROM pg_attribute WHERE attrelid = 'transfers'::regclass AND attname = 'message_id' AND NOT attisdropped`,
+		addMessageID: `ALTER TABLE transfers ADD COLUMN IF NOT EXISTS message_id text`,
 		// Row locks in id order, so that A->B and B->A never deadlock.
 		lock: `SELECT count(*), coalesce(max(CASE WHEN id = $2 THEN balance END), 0)
 			FROM (SELECT id, balance FROM accounts WHERE id IN ($1, $2) ORDER BY id FOR UPDATE) locked`,
@@ -102,7 +112,8 @@ CREATE TABLE IF NOT EXISTS transfers (
 	src        TEXT    NOT NULL REFERENCES accounts (id),
 	dst        TEXT    NOT NULL REFERENCES accounts (id),
 	amount     INTEGER NOT NULL CHECK (amount > 0),
-	created_at INTEGER NOT NULL
+	created_at INTEGER NOT NULL,
+	message_id TEXT
 );`
 
 const postgresSchema = `
@@ -115,8 +126,31 @@ CREATE TABLE IF NOT EXISTS transfers (
 	src        TEXT   NOT NULL REFERENCES accounts (id),
 	dst        TEXT   NOT NULL REFERENCES accounts (id),
 	amount     BIGINT NOT NULL CHECK (amount > 0),
-	created_at BIGINT NOT NULL
+	created_at BIGINT NOT NULL,
+	message_id TEXT
 );`
+
+// migrate brings a ledger to the current schema: it creates the tables if
+// needed, and adds transfers.message_id to a ledger created before it
+// existed (the column is NULL for the transfers made until then, which
+// came over HTTP). The ALTER runs only when the column is missing, so
+// that a restart does not queue for the table's exclusive lock behind
+// running transfers.
+func (db *Database) migrate(ctx context.Context) error {
+	if _, err := db.pool.exec(ctx, db.schema); err != nil {
+		return fmt.Errorf("create schema: %w", err)
+	}
+	var n int
+	if err := db.pool.queryRow(ctx, db.hasMessageID).Scan(&n); err != nil {
+		return fmt.Errorf("look for transfers.message_id: %w", err)
+	}
+	if n == 0 {
+		if _, err := db.pool.exec(ctx, db.addMessageID); err != nil {
+			return fmt.Errorf("add transfers.message_id: %w", err)
+		}
+	}
+	return nil
+}
 
 // database/sql adapter.
 

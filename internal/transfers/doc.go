@@ -8,7 +8,7 @@
 //	PUT  /accounts/{id}   {"balance": <int>}      200 {"id","balance"}   (absolute: naturally idempotent)
 //	GET  /accounts/{id}                           200 {"id","balance"}   404 problem+json
 //	POST /transfers       {"from","to","amount"}  201 {"id","from","to","amount","created_at"}, Location: /transfers/{id}
-//	GET  /transfers/{id}                          200 {"id","from","to","amount","created_at"}   404 problem+json
+//	GET  /transfers/{id}                          200 {"id","from","to","amount","created_at"[,"message_id"]}   404 problem+json
 //	GET  /transfers[?limit=N]                     200 {"transfers":[…],"count":N}, oldest first, streamed
 //	GET  /healthz                                 200 ok: the process serves (liveness; no database)
 //	GET  /readyz                                  200 ok, or 503 problem+json while the database does not answer
@@ -43,6 +43,18 @@
 // the idempotency record commit together. Balances never go negative (the
 // debit is conditional and a CHECK constraint backs it) and money is
 // conserved.
+//
+// # Transfer commands
+//
+// Service.ApplyMessage is an inbox.Handler: run by inbox.Process on the
+// ledger's store, it applies a message whose body is the JSON of POST
+// /transfers, with the same rules, in the inbox's transaction, so that the
+// transfer and the message id commit together. What POST /transfers
+// answers 400, 413 or 422 is refused (inbox.Refuse: settled, never
+// retried); a database failure is retried. A transfer made from a message
+// records the message id, exactly as published, and GET /transfers and
+// GET /transfers/{id} show it as "message_id" (absent for transfers made
+// over HTTP). New adds the column to a ledger created without it.
 //
 // The same service runs on SQLite (sqlitestore) and PostgreSQL (pgstore).
 // With a nil Guard it runs without idempotency (keys are ignored, each

@@ -111,8 +111,8 @@ func New(ctx context.Context, db *Database, cfg *Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := db.pool.exec(ctx, db.schema); err != nil {
-		return nil, fmt.Errorf("transfers: create schema: %w", err)
+	if err := db.migrate(ctx); err != nil {
+		return nil, fmt.Errorf("transfers: %w", err)
 	}
 	s := &Service{db: db, cfg: c, slots: make(chan struct{}, c.MaxConcurrent)}
 

@@ -20,10 +20,16 @@ type Transfer struct {
 	To        string `json:"to"`
 	Amount    int64  `json:"amount"`
 	CreatedAt string `json:"created_at"`
+	// MessageID is the id of the message the transfer was made from,
+	// exactly as published; absent for a transfer made over HTTP.
+	MessageID string `json:"message_id,omitempty"`
 }
 
-// declined is a final business answer (422): recorded and replayed.
+// declined is a final business answer: 422 over HTTP (recorded and
+// replayed), a refusal for a message (settled).
 type declined struct{ kind, title, detail string }
+
+func (d *declined) Error() string { return d.kind + ": " + d.detail }
 
 // transferRequest is the body of POST /transfers.
 type transferRequest struct {
@@ -101,7 +107,7 @@ func (s *Service) createTransfer(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errors.New("no idempotency transaction in the request context"))
 		return
 	}
-	t, no, err = s.transfer(ctx, q, in.From, in.To, in.Amount)
+	t, no, err = s.transfer(ctx, q, in, "")
 	if err == nil && no == nil && own != nil {
 		err = own.commit(ctx)
 	}
@@ -117,8 +123,9 @@ func (s *Service) createTransfer(w http.ResponseWriter, r *http.Request) {
 }
 
 // transfer applies one transfer through q: a debit that cannot overdraw, a
-// credit and the transfer row.
-func (s *Service) transfer(ctx context.Context, q querier, from, to string, amount int64) (Transfer, *declined, error) {
+// credit and the transfer row, which records messageID unless it is empty.
+func (s *Service) transfer(ctx context.Context, q querier, in transferRequest, messageID string) (Transfer, *declined, error) {
+	from, to, amount := in.From, in.To, in.Amount
 	switch {
 	case amount <= 0:
 		return Transfer{}, &declined{"invalid-amount", "Invalid amount", "amount must be a positive integer number of cents"}, nil
@@ -151,10 +158,14 @@ func (s *Service) transfer(ctx context.Context, q querier, from, to string, amou
 		return Transfer{}, nil, err
 	}
 	now := s.cfg.Now().UTC()
-	t := Transfer{From: from, To: to, Amount: amount, CreatedAt: now.Format(time.RFC3339Nano)}
+	t := Transfer{From: from, To: to, Amount: amount, CreatedAt: now.Format(time.RFC3339Nano), MessageID: messageID}
+	var mid any // NULL for a transfer made over HTTP
+	if messageID != "" {
+		mid = messageID
+	}
 	err = q.queryRow(ctx,
-		`INSERT INTO transfers (src, dst, amount, created_at) VALUES ($1, $2, $3, $4) RETURNING id`,
-		from, to, amount, now.UnixNano()).Scan(&t.ID)
+		`INSERT INTO transfers (src, dst, amount, created_at, message_id) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+		from, to, amount, now.UnixNano(), mid).Scan(&t.ID)
 	return t, nil, err
 }
 
@@ -168,8 +179,8 @@ func (s *Service) getTransfer(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	t := Transfer{ID: id}
 	var created int64
-	err = s.db.pool.queryRow(ctx, `SELECT src, dst, amount, created_at FROM transfers WHERE id = $1`, id).
-		Scan(&t.From, &t.To, &t.Amount, &created)
+	err = s.db.pool.queryRow(ctx, `SELECT src, dst, amount, created_at, coalesce(message_id, '') FROM transfers WHERE id = $1`, id).
+		Scan(&t.From, &t.To, &t.Amount, &created, &t.MessageID)
 	if errors.Is(err, errNoRows) {
 		problem(w, http.StatusNotFound, "transfer-not-found", "Transfer not found", fmt.Sprintf("no transfer %d", id))
 		return
