@@ -23,7 +23,9 @@ func (c *inspectCommand) Run(ctx context.Context, args []string) error {
 
 <key> is the key as the client sent it in Idempotency-Key: bare (abc) or
 quoted ("abc"); quote it for the shell too ('"abc"'). The transfers
-service's scopes are "anonymous" and "bearer:<token>"; a scope the
+service's scopes are "anonymous" and "bearer:<token>", and
+"inbox/transfers" for the messages of serve -consume (key: the message id,
+or sha256:<hex of the id> when the id is not a valid key); a scope the
 records table shows as idem:sha256:… (a long or binary one) may be given
 either way. inspect never changes the database.`); err != nil {
 		return err

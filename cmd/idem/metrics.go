@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/idemkit/idem/idemhttp/idemprom"
+	"github.com/idemkit/idem/inbox"
 	"github.com/idemkit/idem/internal/transfers"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,8 +12,8 @@ import (
 
 // setupMetrics registers idem's outcome metrics, the Go runtime's and,
 // when pool is not nil, the PostgreSQL pool's on a registry of the
-// server's own and serves them at GET /metrics.
-func setupMetrics(cfg *transfers.Config, pool *pgxpool.Pool) error {
+// server's own, serves them at GET /metrics and returns the registry.
+func setupMetrics(cfg *transfers.Config, pool *pgxpool.Pool) (*prometheus.Registry, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if pool != nil {
@@ -20,11 +21,31 @@ func setupMetrics(cfg *transfers.Config, pool *pgxpool.Pool) error {
 	}
 	obs, err := idemprom.New(reg, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfg.Observer = obs
 	cfg.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	return nil
+	return reg, nil
+}
+
+// inboxMetrics registers idem_inbox_messages_total{consumer,outcome}, the
+// count of messages the inbox processed by outcome, with every outcome's
+// series at zero from the start, and returns the inbox Observer that
+// counts them. A growing retry or dead_letter count says messages are
+// failing; refused counts the commands the ledger refused for good
+// (malformed, unknown account, insufficient funds).
+func inboxMetrics(reg prometheus.Registerer, consumer string) func(inbox.Event) {
+	messages := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "idem",
+		Subsystem: "inbox",
+		Name:      "messages_total",
+		Help:      "Messages processed by the inbox, by consumer and outcome.",
+	}, []string{"consumer", "outcome"})
+	reg.MustRegister(messages)
+	for _, o := range inbox.Outcomes() {
+		messages.WithLabelValues(consumer, string(o))
+	}
+	return func(e inbox.Event) { messages.WithLabelValues(e.Consumer, string(e.Outcome)).Inc() }
 }
 
 // poolCollector exports pgxpool's statistics. A growing

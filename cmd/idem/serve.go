@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/inbox"
 	"github.com/idemkit/idem/internal/transfers"
 )
 
@@ -26,11 +27,15 @@ import (
 // connections only as they are needed.
 const defaultPool = 16
 
-const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://…] [-idempotency on|off] [-ttl 24h] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe]
+const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://…] [-idempotency on|off] [-ttl 24h] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]]
 
 serve runs the transfers service: PUT and GET /accounts/{id}, POST /transfers
 (Idempotency-Key required), GET /transfers[?limit=N] and /transfers/{id},
-GET /healthz (liveness), GET /readyz (the database answers), GET /metrics.`
+GET /healthz (liveness), GET /readyz (the database answers), GET /metrics.
+
+With -consume it also applies transfer commands from a broker (body: the JSON
+of POST /transfers), each message id once, in one transaction with the
+transfer (see docs/CONSUMERS.md).`
 
 type serveCommand struct {
 	*Main
@@ -49,6 +54,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	idle := fs.Duration("idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept open")
 	grace := fs.Duration("grace", 25*time.Second, "on SIGINT or SIGTERM, how long running requests may take to finish before the remaining connections are closed; exit status 1 if a request was still running then")
 	probe := fs.Bool("replay-probe", false, "PostgreSQL: answer replays and in-flight refusals in one round trip, at one more round trip per first execution")
+	consume := fs.String("consume", "", "also consume transfer commands from this broker URL: nats://host:4222 (JetStream) or amqp://user:pass@host:5672/vhost (RabbitMQ)")
+	queue := fs.String("consume-queue", defaultConsumeQueue, "with -consume: the subject (NATS) or queue (RabbitMQ) to consume; 1 to 64 ASCII letters, digits, - and _")
+	consumeTTL := fs.Duration("consume-ttl", inbox.DefaultTTL, "with -consume: how long a message id is remembered; a duplicate arriving later is applied again")
 	if err := c.parse(fs, args, serveSynopsis); err != nil {
 		return err
 	}
@@ -58,13 +66,14 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"ttl", *ttl}, {"body-timeout", *bodyTimeout}, {"request-timeout", *timeout}, {"idle-timeout", *idle}, {"grace", *grace}} {
+	}{{"ttl", *ttl}, {"body-timeout", *bodyTimeout}, {"request-timeout", *timeout}, {"idle-timeout", *idle}, {"grace", *grace}, {"consume-ttl", *consumeTTL}} {
 		if d.v <= 0 {
 			return usageError{fmt.Sprintf("serve: -%s must be positive, got %s", d.name, d.v)}
 		}
 	}
-	poolSet := false
-	fs.Visit(func(f *flag.Flag) { poolSet = poolSet || f.Name == "pool" })
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	poolSet := set["pool"]
 	switch {
 	case *pool < 1:
 		return usageError{fmt.Sprintf("serve: -pool must be positive, got %d", *pool)}
@@ -79,6 +88,21 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if *mode != "on" && *mode != "off" {
 		return usageError{fmt.Sprintf(`serve: -idempotency must be "on" or "off", got %q`, *mode)}
 	}
+	var source consumeSource
+	switch {
+	case *consume == "" && (set["consume-queue"] || set["consume-ttl"]):
+		return usageError{"serve: -consume-queue and -consume-ttl apply only with -consume"}
+	case *consume == "":
+	case !validQueueName(*queue):
+		return usageError{fmt.Sprintf("serve: -consume-queue must be 1 to %d ASCII letters, digits, - and _, got %q", maxQueueName, *queue)}
+	case *mode == "off":
+		return usageError{"serve: -consume needs -idempotency on: the inbox is what applies each message once"}
+	default:
+		var err error
+		if source, err = consumeSourceFor(*consume); err != nil {
+			return err
+		}
+	}
 	log := slog.New(slog.NewTextHandler(c.Stderr, nil))
 
 	opts := backendOptions{replayProbe: *probe}
@@ -91,7 +115,8 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer closeWithin(b.close, 5*time.Second, log)
 	cfg := &transfers.Config{Logger: log, BodyTimeout: *bodyTimeout, RequestTimeout: *timeout, MaxConcurrent: *maxConcurrent}
-	if err := setupMetrics(cfg, b.pool); err != nil {
+	reg, err := setupMetrics(cfg, b.pool)
+	if err != nil {
 		return err
 	}
 	if *mode == "on" {
@@ -113,6 +138,30 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 
+	// The stream or queue exists before the service answers /healthz:
+	// the source is opened first. However serve returns, the consumer is
+	// stopped, and waited for, before the store closes (deferred above).
+	var cons *consumer
+	consumeCtx, stopConsuming := context.WithCancel(ctx)
+	defer func() {
+		stopConsuming()
+		if cons != nil {
+			cons.wait(*grace, log)
+		}
+	}()
+	if source != nil {
+		ib, err := inbox.New(b.store, &inbox.Config{Name: consumerName, TTL: *consumeTTL, Logger: log, Observer: inboxMetrics(reg, consumerName)})
+		if err != nil {
+			return err
+		}
+		run, err := source(ctx, consumeParams{URL: *consume, Queue: *queue, Inbox: ib, Handler: svc.ApplyMessage, Logger: log})
+		if err != nil {
+			return fmt.Errorf("serve: -consume %s: %w", redactURL(*consume), err)
+		}
+		log.Info("idem serve: consuming", "consume", redactURL(*consume), "queue", *queue, "inbox", ib.Scope())
+		cons = startConsumer(consumeCtx, run, log)
+	}
+
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -130,13 +179,27 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	log.Info("idem serve: listening", attrs...)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	var consumerDone <-chan struct{} // nil without -consume: never ready
+	if cons != nil {
+		consumerDone = cons.done
+	}
+	var failed error
 	select {
 	case err := <-errc:
 		return err
+	case <-consumerDone:
+		// A server that no longer consumes must say so: exit, and let
+		// the supervisor restart it.
+		failed = fmt.Errorf("serve: -consume: %w", cons.err)
+		log.Error("idem serve: shutting down: the consumer stopped", "grace", *grace)
 	case <-ctx.Done():
+		log.Info("idem serve: shutting down", "grace", *grace)
 	}
-	log.Info("idem serve: shutting down", "grace", *grace)
-	return shutdown(context.WithoutCancel(ctx), srv, errc, &running, *grace, log)
+	// Stop consuming and serving together; the store closes only once
+	// both are done, so that no message is processed on a closed store.
+	stopConsuming()
+	err = shutdown(context.WithoutCancel(ctx), srv, errc, &running, *grace, log)
+	return errors.Join(failed, err)
 }
 
 // shutdown stops srv: it stops accepting, lets running requests finish
