@@ -40,7 +40,9 @@ func New(store idem.Store, cfg *Config) (*Inbox, error) {
 
 // ScopePrefix starts the scope of an inbox's records in the store they
 // share with other records (HTTP keys, say): an inbox named "transfers"
-// records its ids under the scope "inbox/transfers".
+// records its ids under the scope "inbox/transfers". The scopes of the
+// other records must not start with it (name HTTP principals "user:…",
+// say), or an HTTP key could stand for a message id.
 const ScopePrefix = "inbox/"
 
 // Name returns Config.Name.
