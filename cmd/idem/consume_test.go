@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/inbox"
+	"github.com/idemkit/idem/internal/pgtest"
 )
 
 // fakeBroker stands in for a broker in the tests of idem serve -consume:
@@ -162,15 +163,30 @@ func httpDo(t *testing.T, method, url, key, body string) (int, string) {
 	return res.StatusCode, string(b)
 }
 
-// idem serve -consume end to end, on SQLite, with a channel-fed source:
-// the source is open before /healthz answers; each command applies once
-// and its duplicates are acknowledged; refused commands are settled and
-// counted in /metrics; HTTP keeps working; on shutdown the consumer has
-// stopped before serve returns (and closes the store).
+// idem serve -consume end to end, on SQLite and PostgreSQL, with a
+// channel-fed source: the source is open before /healthz answers; each
+// command applies once and its duplicates are acknowledged; refused
+// commands are settled and counted in /metrics; HTTP keeps working; on
+// shutdown the consumer has stopped before serve returns (and closes the
+// store).
 func TestServeConsumes(t *testing.T) {
 	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		db   func(t *testing.T) string
+	}{
+		{"SQLite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "consume.db") }},
+		{"Postgres", func(t *testing.T) string { _, dsn := pgtest.Schema(t); return dsn }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			serveConsumes(t, tt.db(t))
+		})
+	}
+}
+
+func serveConsumes(t *testing.T, db string) {
 	broker, source := newFakeBroker(t)
-	db := filepath.Join(t.TempDir(), "consume.db")
 	addr, stop, log := serveInProcess(t, func() {
 		if !broker.opened.Load() {
 			t.Error("/healthz answered before the source was opened")
