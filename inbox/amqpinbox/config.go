@@ -58,9 +58,10 @@ type Config struct {
 	// timeout that ctx also cuts short. Defaults to amqp091's defaults.
 	AMQP amqp.Config
 
-	// Logger receives what Run does with connections (lost, reconnected)
-	// and the deliveries it could not settle. Outcomes are logged by the
-	// Inbox's own Config.Logger. Defaults to none.
+	// Logger receives what Run does with connections (lost, reconnected),
+	// deliveries without an id, handler panics and deliveries the broker
+	// could not be told the outcome of. Outcomes are logged by the Inbox's
+	// own Config.Logger. Defaults to none.
 	Logger *slog.Logger
 }
 

@@ -291,3 +291,51 @@ func TestConsumeStopsAndRequeues(t *testing.T) {
 		t.Error("Consume closed the caller's channel")
 	}
 }
+
+// A handler that panics is a failing handler: its message is retried,
+// then dead-lettered, and the consumer carries on with the next ones.
+func TestPanickingHandlerIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	f := setup(t, newSQLiteLedger(t), amqp.QueueTypeQuorum, 2)
+	f.publish("panics", 1)
+	f.publish("fine", 2)
+	delete(f.amount, "panics")
+	f.run(fast, func(ctx context.Context, m *inbox.Message) error {
+		if m.ID == "panics" {
+			panic("boom")
+		}
+		return f.db.transfer(ctx, m)
+	}, "")
+	waitFor(t, "the panicking message dead-lettered", func() bool { return f.depth(f.dlq) == 1 })
+	waitFor(t, "the other message applied", func() bool { return f.seen.get(inbox.Applied) == 1 })
+	f.db.checkOnce(t, f.amount)
+}
+
+// A failing message is held for the retry delay before it is requeued,
+// so it does not spin: consecutive attempts are at least 3/4 of the delay
+// apart (the delay less its jitter).
+func TestRetryIsDelayed(t *testing.T) {
+	t.Parallel()
+	f := setup(t, newSQLiteLedger(t), amqp.QueueTypeQuorum, 4)
+	f.publish("slow", 1)
+	const delay = 200 * time.Millisecond
+	var mu sync.Mutex
+	var at []time.Time
+	f.run(&Config{RetryDelay: delay, MaxRetryDelay: delay}, func(ctx context.Context, m *inbox.Message) error {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+		return errors.New("fails")
+	}, "")
+	waitFor(t, "the message dead-lettered", func() bool { return f.depth(f.dlq) == 1 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(at) != 4 {
+		t.Fatalf("%d attempts, want 4", len(at))
+	}
+	for i := 1; i < len(at); i++ {
+		if gap := at[i].Sub(at[i-1]); gap < delay*3/4 {
+			t.Errorf("attempt %d came %s after the previous one, want at least %s", i+1, gap, delay*3/4)
+		}
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"runtime/debug"
 	"time"
 
 	"github.com/idemkit/idem/inbox"
@@ -35,7 +37,25 @@ func New(ib *inbox.Inbox, h inbox.Handler, cfg *Config) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{ib: ib, h: h, cfg: c, attempts: newAttempts(maxTrackedAttempts)}, nil
+	return &Consumer{ib: ib, h: recovering(h, c.Logger), cfg: c, attempts: newAttempts(maxTrackedAttempts)}, nil
+}
+
+// recovering turns a panic of h into an error, so that a message whose
+// handler panics is retried and, after MaxAttempts, dead-lettered, rather
+// than crashing every consumer it is redelivered to. Its transaction rolls
+// back as for any error.
+func recovering(h inbox.Handler, log *slog.Logger) inbox.Handler {
+	return func(ctx context.Context, m *inbox.Message) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("amqpinbox: handler panicked: %v", r)
+				if log != nil {
+					log.ErrorContext(ctx, "amqpinbox: handler panicked", "message_id", m.ID, "panic", r, "stack", string(debug.Stack()))
+				}
+			}
+		}()
+		return h(ctx, m)
+	}
 }
 
 // Handle processes one delivery through the inbox and settles it: ack,
@@ -69,25 +89,28 @@ var testHookProcessed func(inbox.Outcome)
 // delivery's attempt number.
 func (c *Consumer) process(ctx context.Context, d amqp.Delivery) (inbox.Outcome, int, error) {
 	id, err := c.messageID(d)
+	if err == nil && id == "" {
+		err = inbox.ErrNoID
+	}
 	if err != nil {
+		// Nothing could tell its redelivery from a new message.
 		if l := c.cfg.Logger; l != nil {
-			l.ErrorContext(ctx, "amqpinbox: no message id; dead-lettering the delivery", "error", err, "routing_key", d.RoutingKey)
+			l.ErrorContext(ctx, "amqpinbox: dead-lettering a delivery without a message id", "error", err, "exchange", d.Exchange, "routing_key", d.RoutingKey)
+		}
+		if testHookProcessed != nil {
+			testHookProcessed(inbox.DeadLetter)
 		}
 		return inbox.DeadLetter, 0, err
 	}
 	m := &inbox.Message{ID: id, Body: d.Body, Header: header(d.Headers), Raw: d}
-	if id != "" {
-		m.Attempt = c.attempts.begin(id, d)
-	}
+	m.Attempt = c.attempts.begin(id, d)
 	o, err := c.ib.Process(ctx, m, c.h)
 	if o == inbox.DeadLetter && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		// Cut short by the caller (a shutdown), not failed: a last
 		// attempt interrupted so is delivered again.
 		o = inbox.Retry
 	}
-	if id != "" {
-		c.attempts.end(id, m.Attempt, o)
-	}
+	c.attempts.end(id, m.Attempt, o)
 	if testHookProcessed != nil {
 		testHookProcessed(o)
 	}

@@ -15,6 +15,11 @@
 // unacknowledged; RabbitMQ delivers it again when the connection closes,
 // and the redelivery is a Duplicate, acknowledged without running anything.
 //
+// A handler that panics is taken for a failing one (the panic is logged
+// with its stack and the transaction rolls back), so that a message that
+// always panics is dead-lettered after MaxAttempts deliveries instead of
+// crashing every consumer it reaches.
+//
 // The message id is the message_id property by default, or what
 // Config.MessageID derives from the delivery (a business id in the body);
 // a delivery without one is dead-lettered, since nothing could tell its
