@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,14 @@ func benchConsume(b *testing.B, l *ledger, conc int) {
 			b.Fatal(err)
 		}
 	}
+	// Transfers between many accounts, so that concurrent ones do not all
+	// queue on the same two rows.
+	const accounts = 1000
+	for i := range accounts {
+		if err := l.insertAccount(fmt.Sprintf("x%04d", i)); err != nil {
+			b.Fatal(err)
+		}
+	}
 	pub, err := conn.Channel()
 	if err != nil {
 		b.Fatal(err)
@@ -71,7 +80,11 @@ func benchConsume(b *testing.B, l *ledger, conc int) {
 	publish := func(q string, n int) {
 		for range n {
 			seq++
-			body, _ := json.Marshal(transferBody{Amount: 1})
+			from, to := rand.IntN(accounts), rand.IntN(accounts-1)
+			if to >= from {
+				to++
+			}
+			body, _ := json.Marshal(transferBody{Amount: 1, From: fmt.Sprintf("x%04d", from), To: fmt.Sprintf("x%04d", to)})
 			if err := Publish(context.Background(), pub, "", q, amqp.Publishing{Body: body}, fmt.Sprintf("b-%d", seq)); err != nil {
 				b.Fatal(err)
 			}

@@ -1,6 +1,7 @@
 package amqpinbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,8 +29,9 @@ INSERT INTO accounts VALUES ('a', 1000000), ('b', 0)`
 
 // transferBody is a message's payload.
 type transferBody struct {
-	Amount int64  `json:"amount"`
-	Ref    string `json:"ref,omitempty"` // a business id, for Config.MessageID
+	Amount   int64  `json:"amount"`
+	Ref      string `json:"ref,omitempty"` // a business id, for Config.MessageID
+	From, To string `json:",omitempty"`    // accounts; a and b when empty
 }
 
 // ledger is one database under test: the store the inbox records ids in,
@@ -57,6 +59,13 @@ var databases = []struct {
 func newPGLedger(t testing.TB) *ledger {
 	t.Helper()
 	_, dsn := pgtest.Schema(t)
+	// More connections than any test or benchmark runs transactions at
+	// once (pgxpool's default is 4 on this machine).
+	if strings.Contains(dsn, "://") {
+		dsn += "&pool_max_conns=16"
+	} else {
+		dsn += " pool_max_conns=16"
+	}
 	l := openPGLedger(t, dsn)
 	for _, q := range strings.Split(ledgerSchema, ";\n") {
 		if _, err := l.store.(*pgstore.Store).Pool().Exec(context.Background(), q); err != nil {
@@ -140,13 +149,33 @@ func transferIn(m *inbox.Message, exec func(q string, args ...any) error) error 
 	if body.Amount <= 0 {
 		return inbox.Refuse(fmt.Errorf("amount must be positive, got %d", body.Amount))
 	}
-	if err := exec(`UPDATE accounts SET balance = balance - $1 WHERE id = 'a'`, body.Amount); err != nil {
+	from, to, amount := cmp.Or(body.From, "a"), cmp.Or(body.To, "b"), body.Amount
+	// In id order, so that concurrent transfers never deadlock.
+	first, second, delta := from, to, -amount
+	if to < from {
+		first, second, delta = to, from, amount
+	}
+	if err := exec(`UPDATE accounts SET balance = balance + $1 WHERE id = $2`, delta, first); err != nil {
 		return err
 	}
-	if err := exec(`UPDATE accounts SET balance = balance + $1 WHERE id = 'b'`, body.Amount); err != nil {
+	if err := exec(`UPDATE accounts SET balance = balance + $1 WHERE id = $2`, -delta, second); err != nil {
 		return err
 	}
 	return exec(`INSERT INTO applied (message_id, amount) VALUES ($1, $2)`, m.ID, body.Amount)
+}
+
+// insertAccount adds an account with a large balance, for benchmarks.
+func (l *ledger) insertAccount(id string) error {
+	const q = `INSERT INTO accounts VALUES ($1, 1000000000)`
+	switch s := l.store.(type) {
+	case *pgstore.Store:
+		_, err := s.Pool().Exec(context.Background(), q, id)
+		return err
+	case *sqlitestore.Store:
+		_, err := s.DB().Exec(strings.ReplaceAll(q, "$", "?"), id)
+		return err
+	}
+	return fmt.Errorf("insertAccount: unknown store %T", l.store)
 }
 
 // audit reads the ledger: how often each message was applied, and the two
