@@ -339,3 +339,51 @@ func TestRetryIsDelayed(t *testing.T) {
 		}
 	}
 }
+
+// Handle, for callers with their own loop, settles each delivery as
+// Consume does: applied and duplicate acknowledged, a failure requeued
+// after its delay.
+func TestHandle(t *testing.T) {
+	t.Parallel()
+	f := setup(t, newSQLiteLedger(t), amqp.QueueTypeQuorum, 0)
+	f.publish("h-1", 5)
+	f.publish("h-1", 5)
+	f.publish("h-2", 6)
+	fail := true
+	c, err := New(f.ib, func(ctx context.Context, m *inbox.Message) error {
+		if m.ID == "h-2" && fail {
+			fail = false
+			return errors.New("fails once")
+		}
+		return f.db.transfer(ctx, m)
+	}, fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := f.conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliveries, err := ch.Consume(f.queue, "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var got []inbox.Outcome
+	for len(got) < 4 {
+		select {
+		case d := <-deliveries:
+			o, _ := c.Handle(ctx, d)
+			got = append(got, o)
+		case <-time.After(waitTimeout):
+			t.Fatalf("outcomes so far %v", got)
+		}
+	}
+	want := []inbox.Outcome{inbox.Applied, inbox.Duplicate, inbox.Retry, inbox.Applied}
+	if !slices.Equal(got, want) {
+		t.Errorf("outcomes %v, want %v", got, want)
+	}
+	_ = ch.Close()
+	waitFor(t, "an empty queue", func() bool { return f.depth(f.queue) == 0 })
+	f.db.checkOnce(t, f.amount)
+}

@@ -59,3 +59,37 @@ func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
 }
+
+// When the broker cancels the consumer (its queue was deleted), Run starts
+// again: Config.Setup declares the queue anew and consumption carries on.
+func TestRunRecoversWhenTheQueueIsDeleted(t *testing.T) {
+	t.Parallel()
+	f := setup(t, newSQLiteLedger(t), amqp.QueueTypeQuorum, 0)
+	cfg := *fast
+	cfg.Setup = func(_ context.Context, conn *amqp.Connection) error {
+		_, err := DeclareQueue(conn, f.queue, nil)
+		return err
+	}
+	f.publish("before", 1)
+	f.run(&cfg, nil, "")
+	waitFor(t, "the first message applied", func() bool { return f.seen.get(inbox.Applied) == 1 })
+	ch, err := f.conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDelete(f.queue, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the queue declared again", func() bool {
+		c, err := f.conn.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		q, err := c.QueueDeclarePassive(f.queue, true, false, false, false, nil)
+		return err == nil && q.Consumers == 1
+	})
+	f.publish("after", 2)
+	waitFor(t, "the second message applied", func() bool { return f.seen.get(inbox.Applied) == 2 })
+	f.db.checkOnce(t, f.amount)
+}
