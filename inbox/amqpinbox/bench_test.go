@@ -28,7 +28,7 @@ import (
 // ratio (inbox ÷ plain).
 func BenchmarkConsume(b *testing.B) {
 	for _, db := range databases {
-		for _, conc := range []int{1, 8} {
+		for _, conc := range []int{1, 4, 8} {
 			if db.name == "SQLite" && conc > 1 {
 				continue // one writer at a time: more workers only queue
 			}
