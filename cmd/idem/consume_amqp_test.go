@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -23,8 +24,8 @@ import (
 // consumeAMQPTimeout bounds the waits of these tests, generously.
 const consumeAMQPTimeout = 60 * time.Second
 
-// startConsumeAMQP runs the "amqp" consume source on queue with h until
-// the test ends.
+// startConsumeAMQP opens the "amqp" consume source on queue with h, and
+// runs it until the test ends.
 func startConsumeAMQP(t *testing.T, queue string, h inbox.Handler) {
 	t.Helper()
 	ib, err := inbox.New(memstore.New(), &inbox.Config{Name: "transfers"})
@@ -107,6 +108,26 @@ func TestConsumeAMQPBadURL(t *testing.T) {
 	}
 }
 
+// A broker that cannot be reached when idem serve starts is an error,
+// which does not show the password.
+func TestConsumeAMQPUnreachable(t *testing.T) {
+	ib, _ := inbox.New(memstore.New(), &inbox.Config{Name: "transfers"})
+	h := func(context.Context, *inbox.Message) error { return nil }
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	_, err = consumeSources["amqp"](context.Background(), consumeParams{URL: "amqp://guest:s3cret@" + addr + "/", Inbox: ib, Handler: h})
+	if err == nil {
+		t.Fatal("an unreachable broker was accepted")
+	}
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("the error shows the password: %v", err)
+	}
+}
+
 // A missing queue is declared, with a dead-letter queue beside it: a
 // message without an id lands there; a transfer is applied.
 func TestConsumeAMQPDeclaresTheQueue(t *testing.T) {
@@ -122,7 +143,10 @@ func TestConsumeAMQPDeclaresTheQueue(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
-	waitUntil(t, "the queues", func() bool { return queueDepth(t, conn, queue) >= 0 && queueDepth(t, conn, queue+".dead") >= 0 })
+	// Declared by the time the source is open, before idem serve listens.
+	if queueDepth(t, conn, queue) < 0 || queueDepth(t, conn, queue+".dead") < 0 {
+		t.Fatal("the queues do not exist once the source is open")
+	}
 	ch, _ := conn.Channel()
 	publishRaw(t, ch, queue, "", `{"from":"a","to":"b","amount":1}`)
 	publishRaw(t, ch, queue, "m-1", `{"from":"a","to":"b","amount":1}`)
