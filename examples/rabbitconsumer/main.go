@@ -62,7 +62,8 @@ func run(ctx context.Context, url string, out io.Writer) error {
 	}
 	defer conn.Close()
 	queue := fmt.Sprintf("rabbitconsumer-%d", time.Now().UnixNano())
-	if _, err := amqpinbox.DeclareQueue(conn, queue, nil); err != nil {
+	// A queue of its own, gone a minute after its last use.
+	if _, err := amqpinbox.DeclareQueue(conn, queue, amqp.Table{"x-expires": 60000}); err != nil {
 		return err
 	}
 	ch, err := conn.Channel()
