@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log"
+	"time"
 
 	"github.com/idemkit/idem/inbox"
 	"github.com/idemkit/idem/inbox/amqpinbox"
@@ -80,6 +81,7 @@ func ExamplePublish() {
 		if err == nil {
 			break
 		}
-		log.Print(err) // retry with the same id (reopen ch if it closed)
+		log.Print(err) // retry with the same id (on a new channel if this one closed)
+		time.Sleep(time.Second)
 	}
 }
