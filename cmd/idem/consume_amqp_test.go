@@ -50,9 +50,9 @@ func startConsumeAMQP(t *testing.T, queue string, h inbox.Handler) {
 	})
 }
 
-// queueDepth returns how many messages of queue are ready, or -1 if it
+// amqpQueueDepth returns how many messages of queue are ready, or -1 if it
 // does not exist.
-func queueDepth(t *testing.T, conn *amqp.Connection, queue string) int {
+func amqpQueueDepth(t *testing.T, conn *amqp.Connection, queue string) int {
 	t.Helper()
 	ch, err := conn.Channel()
 	if err != nil {
@@ -70,7 +70,7 @@ func queueDepth(t *testing.T, conn *amqp.Connection, queue string) int {
 	return q.Messages
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
+func waitAMQP(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(consumeAMQPTimeout)
 	for !cond() {
@@ -81,7 +81,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func publishRaw(t *testing.T, ch *amqp.Channel, queue, id, body string) {
+func amqpPublish(t *testing.T, ch *amqp.Channel, queue, id, body string) {
 	t.Helper()
 	if err := ch.PublishWithContext(context.Background(), "", queue, false, false, amqp.Publishing{MessageId: id, Body: []byte(body)}); err != nil {
 		t.Fatal(err)
@@ -144,15 +144,15 @@ func TestConsumeAMQPDeclaresTheQueue(t *testing.T) {
 		return nil
 	})
 	// Declared by the time the source is open, before idem serve listens.
-	if queueDepth(t, conn, queue) < 0 || queueDepth(t, conn, queue+".dead") < 0 {
+	if amqpQueueDepth(t, conn, queue) < 0 || amqpQueueDepth(t, conn, queue+".dead") < 0 {
 		t.Fatal("the queues do not exist once the source is open")
 	}
 	ch, _ := conn.Channel()
-	publishRaw(t, ch, queue, "", `{"from":"a","to":"b","amount":1}`)
-	publishRaw(t, ch, queue, "m-1", `{"from":"a","to":"b","amount":1}`)
-	publishRaw(t, ch, queue, "m-1", `{"from":"a","to":"b","amount":1}`)
-	waitUntil(t, "the message without an id dead-lettered", func() bool { return queueDepth(t, conn, queue+".dead") == 1 })
-	waitUntil(t, "an empty queue", func() bool { return queueDepth(t, conn, queue) == 0 })
+	amqpPublish(t, ch, queue, "", `{"from":"a","to":"b","amount":1}`)
+	amqpPublish(t, ch, queue, "m-1", `{"from":"a","to":"b","amount":1}`)
+	amqpPublish(t, ch, queue, "m-1", `{"from":"a","to":"b","amount":1}`)
+	waitAMQP(t, "the message without an id dead-lettered", func() bool { return amqpQueueDepth(t, conn, queue+".dead") == 1 })
+	waitAMQP(t, "an empty queue", func() bool { return amqpQueueDepth(t, conn, queue) == 0 })
 	mu.Lock()
 	defer mu.Unlock()
 	if len(got) != 1 || got[0] != "m-1" {
@@ -170,7 +170,7 @@ func TestConsumeAMQPUsesAnExistingQueue(t *testing.T) {
 	if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-queue-type": "classic", "x-max-length": 100}); err != nil {
 		t.Fatal(err)
 	}
-	publishRaw(t, ch, queue, "m-1", `{}`)
+	amqpPublish(t, ch, queue, "m-1", `{}`)
 	handled := make(chan string, 1)
 	startConsumeAMQP(t, queue, func(_ context.Context, m *inbox.Message) error {
 		handled <- m.ID
@@ -216,20 +216,20 @@ func TestConsumeAMQPRedeliversWithin5s(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-			waitUntil(t, "the queue", func() bool { return queueDepth(t, conn, queue) >= 0 })
+			waitAMQP(t, "the queue", func() bool { return amqpQueueDepth(t, conn, queue) >= 0 })
 			ch, _ := conn.Channel()
-			publishRaw(t, ch, queue, "m-1", `{}`)
+			amqpPublish(t, ch, queue, "m-1", `{}`)
 			lines := bufio.NewScanner(out)
 			for lines.Scan() && lines.Text() != "HOLDING m-1" {
 			}
-			if queueDepth(t, conn, queue) != 0 {
+			if amqpQueueDepth(t, conn, queue) != 0 {
 				t.Fatal("the message is ready while the child holds it")
 			}
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			waitUntil(t, "the message ready again", func() bool { return queueDepth(t, conn, queue) == 1 })
+			waitAMQP(t, "the message ready again", func() bool { return amqpQueueDepth(t, conn, queue) == 1 })
 			took := time.Since(start)
 			t.Logf("ready again %s after %s", took.Round(time.Millisecond), sig)
 			if took > 5*time.Second {
