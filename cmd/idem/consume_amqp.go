@@ -76,7 +76,7 @@ func consumeAMQP(ctx context.Context, p consumeParams) (func(context.Context) er
 		return nil, err
 	}
 	if p.Logger != nil {
-		p.Logger.Info("idem serve: RabbitMQ queue ready", "queue", queue, "declared", declared, "dead_letters", queue+deadSuffix)
+		p.Logger.Info("idem serve: RabbitMQ queue ready", "queue", queue, "declared", declared, "dead_letters", queue+amqpDeadSuffix)
 	}
 	return func(ctx context.Context) error { return c.Run(ctx, p.URL, queue) }, nil
 }
@@ -85,8 +85,8 @@ func consumeAMQP(ctx context.Context, p consumeParams) (func(context.Context) er
 // -consume amqp://, handshake included.
 const consumeAMQPDialTimeout = 10 * time.Second
 
-// deadSuffix names the dead-letter queue of a queue idem serve declares.
-const deadSuffix = ".dead"
+// amqpDeadSuffix names the dead-letter queue of a queue idem serve declares.
+const amqpDeadSuffix = ".dead"
 
 // declareTransfers makes sure queue exists. An existing queue is used as it
 // is, whatever its type and arguments (an operator's, or a policy's). A
@@ -96,7 +96,7 @@ const deadSuffix = ".dead"
 // reused for another body, or failing MaxAttempts times are kept there for
 // inspection rather than dropped. It reports whether it declared queue.
 func declareTransfers(conn *amqp.Connection, queue string) (bool, error) {
-	dead := queue + deadSuffix
+	dead := queue + amqpDeadSuffix
 	if _, err := amqpinbox.DeclareQueue(conn, dead, nil); err != nil {
 		return false, err
 	}
