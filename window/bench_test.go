@@ -126,7 +126,7 @@ func BenchmarkMemoryFootprint(b *testing.B) {
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		m, err := window.NewMemory(&window.MemoryConfig{MaxIDs: n, Window: time.Hour})
+		m, err := window.NewMemory(&window.MemoryConfig{MaxIDs: 2 * n, Window: time.Hour})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -48,28 +48,29 @@ func (w *Window) ReserveBatch(ctx context.Context, ids []string) ([]window.Reser
 }
 
 // ConfirmBatch confirms each reservation (see window.Batcher) in one
-// pipeline of script runs.
+// round trip (see scriptBatch).
 func (w *Window) ConfirmBatch(ctx context.Context, rs []window.Reservation) error {
-	return w.scriptBatch(ctx, "confirm", confirmScript, rs, func(r window.Reservation) []any {
-		return w.confirmArgs(r.Token)
-	})
+	return w.scriptBatch(ctx, "confirm", confirmScript, rs, w.cfg.Window.Milliseconds())
 }
 
-// ReleaseBatch releases each reservation (see window.Batcher) in one
-// pipeline of script runs. Reservations with the zero token (ids that
-// were not Reserved) are skipped and reported as not held.
+// ReleaseBatch releases each reservation (see window.Batcher) in one round
+// trip (see scriptBatch).
 func (w *Window) ReleaseBatch(ctx context.Context, rs []window.Reservation) error {
-	return w.scriptBatch(ctx, "release", releaseScript, rs, func(r window.Reservation) []any {
-		return []any{held(r.Token)}
-	})
+	return w.scriptBatch(ctx, "release", releaseScript, rs)
 }
 
-// scriptBatch runs s once per reservation with a non-zero token, in one
-// pipeline, and gathers the ones not held in a *window.BatchError. When
-// the server does not have the script cached (after a restart or a
-// SCRIPT FLUSH), it loads it and runs the commands that were refused
-// again: a refused run did nothing, so running it again is safe.
-func (w *Window) scriptBatch(ctx context.Context, op string, s *redis.Script, rs []window.Reservation, args func(window.Reservation) []any) error {
+// maxScriptKeys bounds the keys of one script run: Redis serves no other
+// client while a script runs.
+const maxScriptKeys = 256
+
+// scriptBatch runs s for the reservations with a non-zero token (the
+// others are not held), in one pipeline, and gathers the ones not held in
+// a *window.BatchError. On a *redis.Client, one run covers up to
+// maxScriptKeys ids; on a cluster or a ring, whose keys live on several
+// nodes, each id gets its own run. When the server does not have the
+// script cached (after a restart or a SCRIPT FLUSH), it loads it and sends
+// the refused runs again: a refused run did nothing, so that is safe.
+func (w *Window) scriptBatch(ctx context.Context, op string, s *redis.Script, rs []window.Reservation, extra ...any) error {
 	for _, r := range rs {
 		if r.ID == "" {
 			return window.ErrNoID
@@ -84,23 +85,43 @@ func (w *Window) scriptBatch(ctx context.Context, op string, s *redis.Script, rs
 		}
 		pending = append(pending, i)
 	}
+	size := 1
+	if w.multiKey {
+		size = maxScriptKeys
+	}
 	for attempt := 0; len(pending) > 0; attempt++ {
-		pipe := w.c.Pipeline()
-		cmds := make([]*redis.Cmd, len(pending))
-		for k, i := range pending {
-			cmds[k] = s.EvalSha(ctx, pipe, []string{w.Key(rs[i].ID)}, args(rs[i])...)
+		var groups [][]int
+		for start := 0; start < len(pending); start += size {
+			groups = append(groups, pending[start:min(start+size, len(pending))])
 		}
-		_, _ = pipe.Exec(ctx)
+		pipe := w.c.Pipeline()
+		cmds := make([]*redis.Cmd, len(groups))
+		for g, group := range groups {
+			keys := make([]string, len(group))
+			args := make([]any, 0, len(group)+len(extra))
+			for k, i := range group {
+				keys[k] = w.Key(rs[i].ID)
+				args = append(args, hex(rs[i].Token))
+			}
+			cmds[g] = s.EvalSha(ctx, pipe, keys, append(args, extra...)...)
+		}
+		_, _ = pipe.Exec(ctx) // each command's own error is read below
 		var again []int
-		for k, i := range pending {
-			n, err := cmds[k].Int64()
+		for g, group := range groups {
+			ns, err := cmds[g].Int64Slice()
 			switch {
 			case redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0:
-				again = append(again, i)
+				again = append(again, group...)
+				continue
 			case err != nil:
-				return fmt.Errorf("rediswindow: %s %q: %w", op, rs[i].ID, err)
-			case n != 1:
-				notHeld = append(notHeld, i)
+				return fmt.Errorf("rediswindow: %s %q: %w", op, rs[group[0]].ID, err)
+			case len(ns) != len(group):
+				return fmt.Errorf("rediswindow: %s: the script answered %d results for %d ids", op, len(ns), len(group))
+			}
+			for k, i := range group {
+				if ns[k] != 1 {
+					notHeld = append(notHeld, i)
+				}
 			}
 		}
 		if len(again) > 0 {

@@ -31,7 +31,7 @@ func TestBatchLoadsAMissingScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = w.scriptBatch(ctx, "confirm", fresh, rs, func(r window.Reservation) []any { return w.confirmArgs(r.Token) })
+	err = w.scriptBatch(ctx, "confirm", fresh, rs, w.cfg.Window.Milliseconds())
 	if err != nil {
 		t.Fatalf("batch confirm with an uncached script: %v", err)
 	}

@@ -22,16 +22,19 @@ import (
 // confirmed). Confirm and Release are Lua scripts that act only when the
 // key still holds the caller's token: Confirm rewrites it as
 // "d<token>" with PX <Window>, Release deletes it. Tokens are random
-// 64-bit numbers. The batch forms send their commands in one pipeline.
+// 64-bit numbers. The batch forms send their commands in one pipeline:
+// ReserveBatch a SET per id, ConfirmBatch and ReleaseBatch a script run
+// per 256 ids on a *redis.Client, per id on a cluster or a ring.
 //
 // A key lives only as long as Redis keeps it: a restart without
 // persistence, a failover to a replica that had not received it, or an
 // eviction policy other than noeviction forgets ids within their window,
 // and their redeliveries are processed again. See docs/DEDUP.md.
 type Window struct {
-	c      redis.Cmdable
-	cfg    Config
-	prefix string
+	c        redis.Cmdable
+	cfg      Config
+	prefix   string
+	multiKey bool // one script run may cover many keys: one server
 }
 
 var (
@@ -49,7 +52,8 @@ func New(c redis.Cmdable, cfg *Config) (*Window, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Window{c: c, cfg: v, prefix: KeyPrefix + v.Name + ":"}, nil
+	_, single := c.(*redis.Client)
+	return &Window{c: c, cfg: v, prefix: KeyPrefix + v.Name + ":", multiKey: single}, nil
 }
 
 // Lease returns Config.Lease after defaults.
@@ -74,35 +78,38 @@ func (w *Window) Reserve(ctx context.Context, id string) (window.Reservation, er
 // Confirm records id as done for the window (see window.Window), in one
 // script run.
 func (w *Window) Confirm(ctx context.Context, id string, tok window.Token) error {
-	if id == "" {
-		return window.ErrNoID
-	}
-	if tok == 0 {
-		return window.ErrNotHeld
-	}
-	n, err := confirmScript.Run(ctx, w.c, []string{w.Key(id)}, w.confirmArgs(tok)...).Int64()
-	return answer("confirm", id, n, err)
+	return w.one(ctx, "confirm", confirmScript, id, tok, w.cfg.Window.Milliseconds())
 }
 
 // Release frees id held by tok (see window.Window), in one script run.
 func (w *Window) Release(ctx context.Context, id string, tok window.Token) error {
+	return w.one(ctx, "release", releaseScript, id, tok)
+}
+
+// one runs s for id and tok, with extra after the token, and turns its
+// answer (1 done, 0 not held) into an error.
+func (w *Window) one(ctx context.Context, op string, s *redis.Script, id string, tok window.Token, extra ...any) error {
 	if id == "" {
 		return window.ErrNoID
 	}
 	if tok == 0 {
 		return window.ErrNotHeld
 	}
-	n, err := releaseScript.Run(ctx, w.c, []string{w.Key(id)}, held(tok)).Int64()
-	return answer("release", id, n, err)
+	ns, err := s.Run(ctx, w.c, []string{w.Key(id)}, append([]any{hex(tok)}, extra...)...).Int64Slice()
+	switch {
+	case err != nil:
+		return fmt.Errorf("rediswindow: %s %q: %w", op, id, err)
+	case len(ns) != 1:
+		return fmt.Errorf("rediswindow: %s %q: the script answered %v", op, id, ns)
+	case ns[0] != 1:
+		return window.ErrNotHeld
+	}
+	return nil
 }
 
 // set queues or sends the reserving SET of id under tok.
 func (w *Window) set(ctx context.Context, c redis.Cmdable, id string, tok window.Token) *redis.StatusCmd {
 	return c.SetArgs(ctx, w.Key(id), held(tok), redis.SetArgs{Mode: "NX", TTL: w.cfg.Lease, Get: true})
-}
-
-func (w *Window) confirmArgs(tok window.Token) []any {
-	return []any{held(tok), done(tok), w.cfg.Window.Milliseconds()}
 }
 
 // reservation turns the reply of the reserving SET into Reserve's answer:
@@ -120,17 +127,6 @@ func reservation(id string, tok window.Token, old string, err error) (window.Res
 	}
 }
 
-// answer turns a script's reply (1 done, 0 not held) into an error.
-func answer(op, id string, n int64, err error) error {
-	switch {
-	case err != nil:
-		return fmt.Errorf("rediswindow: %s %q: %w", op, id, err)
-	case n != 1:
-		return window.ErrNotHeld
-	}
-	return nil
-}
-
 // Values of a key: the token that holds it, after "h" while it is
 // reserved and after "d" once it is confirmed.
 const (
@@ -138,8 +134,8 @@ const (
 	donePrefix = "d"
 )
 
-func held(tok window.Token) string { return heldPrefix + strconv.FormatUint(uint64(tok), 16) }
-func done(tok window.Token) string { return donePrefix + strconv.FormatUint(uint64(tok), 16) }
+func hex(tok window.Token) string  { return strconv.FormatUint(uint64(tok), 16) }
+func held(tok window.Token) string { return heldPrefix + hex(tok) }
 
 // newToken returns a random token, never zero. Tokens are drawn from the
 // runtime's cryptographically seeded generator: two reservations of one
@@ -152,33 +148,50 @@ func newToken() window.Token {
 	}
 }
 
-// confirmScript confirms KEYS[1] for ARGV[1], the held value: it marks
-// the key done (ARGV[2]) for ARGV[3] milliseconds when the key is held by
-// ARGV[1], or when it no longer exists (the lease expired and nobody took
-// the id since). It answers 1 then, or when the key is already done by
-// the same token; 0 when another token holds or confirmed it.
+// The scripts take any number of keys, each with its token (in hex) in
+// the ARGV of the same index, and answer a table with 1 or 0 for each key,
+// in order: Confirm and Release run them with one key, the batch forms
+// with many where the client allows (see Window.ConfirmBatch).
+
+// confirmScript marks each key done by its token ("d<token>") for
+// ARGV[#KEYS+1] milliseconds, when the key is held by the token
+// ("h<token>") or no longer exists (the lease expired and nobody took the
+// id since), and answers 1; it answers 1 too when the key is already done
+// by the token, and 0, changing nothing, when another token holds or
+// confirmed it.
 var confirmScript = redis.NewScript(confirmSource)
 
 const confirmSource = `
-local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] or v == false then
-	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-	return 1
+local ms = ARGV[#KEYS + 1]
+local out = {}
+for i, key in ipairs(KEYS) do
+	local held, done = 'h' .. ARGV[i], 'd' .. ARGV[i]
+	local v = redis.call('GET', key)
+	if v == held or v == false then
+		redis.call('SET', key, done, 'PX', ms)
+		out[i] = 1
+	elseif v == done then
+		out[i] = 1
+	else
+		out[i] = 0
+	end
 end
-if v == ARGV[2] then
-	return 1
-end
-return 0
+return out
 `
 
-// releaseScript deletes KEYS[1] when it is held by ARGV[1], the held value,
-// and answers 1; else it changes nothing and answers 0.
+// releaseScript deletes each key held by its token and answers 1; it
+// answers 0, changing nothing, for a key that its token does not hold.
 var releaseScript = redis.NewScript(releaseSource)
 
 const releaseSource = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-	redis.call('DEL', KEYS[1])
-	return 1
+local out = {}
+for i, key in ipairs(KEYS) do
+	if redis.call('GET', key) == 'h' .. ARGV[i] then
+		redis.call('DEL', key)
+		out[i] = 1
+	else
+		out[i] = 0
+	end
 end
-return 0
+return out
 `

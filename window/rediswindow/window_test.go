@@ -3,6 +3,8 @@ package rediswindow_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,19 +17,89 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// clients are the kinds of client the tests run the window on: a
+// *redis.Client, on which a batch's scripts cover many ids per run, and a
+// *redis.Ring (of one shard), on which each id gets its own run, as on a
+// cluster.
+var clients = map[string]func(t testing.TB) redis.UniversalClient{
+	"Client": func(t testing.TB) redis.UniversalClient { return redistest.Client(t) },
+	"Ring": func(t testing.TB) redis.UniversalClient {
+		r := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": redistest.Require(t)}})
+		t.Cleanup(func() { _ = r.Close() })
+		return r
+	},
+}
+
 func TestConformance(t *testing.T) {
 	redistest.Require(t)
-	windowtest.Run(t, windowtest.Harness{
-		New: func(t testing.TB, lease, win time.Duration) (window.Window, func(time.Duration)) {
-			c := redistest.Client(t)
-			w, err := rediswindow.New(c, &rediswindow.Config{Name: redistest.Name(t, c), Lease: lease, Window: win})
+	for name, client := range clients {
+		t.Run(name, func(t *testing.T) {
+			windowtest.Run(t, windowtest.Harness{
+				New: func(t testing.TB, lease, win time.Duration) (window.Window, func(time.Duration)) {
+					c := client(t)
+					w, err := rediswindow.New(c, &rediswindow.Config{Name: redistest.Name(t, c), Lease: lease, Window: win})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return w, time.Sleep
+				},
+				Lease: time.Second,
+			})
+		})
+	}
+}
+
+// TestLargeBatches confirms and releases batches larger than one script
+// run covers, with ids not held scattered through them.
+func TestLargeBatches(t *testing.T) {
+	redistest.Require(t)
+	for name, client := range clients {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			c := client(t)
+			w, err := rediswindow.New(c, &rediswindow.Config{Name: redistest.Name(t, c)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			return w, time.Sleep
-		},
-		Lease: time.Second,
-	})
+			const n = 600
+			ids := make([]string, n)
+			for i := range ids {
+				ids[i] = fmt.Sprint("m", i)
+			}
+			rs, err := w.ReserveBatch(ctx, ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := []int{0, 255, 256, 300, 511, 599}
+			for _, i := range bad {
+				rs[i].Token++ // not the holder's
+			}
+			var be *window.BatchError
+			if err := w.ConfirmBatch(ctx, rs[:n/2]); !errors.As(err, &be) || !slices.Equal(be.NotHeld, []int{0, 255, 256}) {
+				t.Fatalf("ConfirmBatch = %v, want indexes 0, 255, 256 not held", err)
+			}
+			if err := w.ReleaseBatch(ctx, rs[n/2:]); !errors.As(err, &be) || !slices.Equal(be.NotHeld, []int{0, 211, 299}) {
+				t.Fatalf("ReleaseBatch = %v, want indexes 0, 211, 299 not held", err)
+			}
+			again, err := w.ReserveBatch(ctx, ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range again {
+				want := window.Done
+				switch {
+				case slices.Contains(bad, i):
+					want = window.InProgress
+				case i >= n/2:
+					want = window.Reserved
+				}
+				if r.Status != want {
+					t.Fatalf("%s is %v, want %v", r.ID, r.Status, want)
+				}
+			}
+		})
+	}
 }
 
 // setup returns a window with the given lease and window on the test
@@ -143,7 +215,7 @@ func TestProcessesShareTheWindow(t *testing.T) {
 // down answers errors, and that Do then runs nothing and asks for a retry.
 func TestUnreachableServerFailsClosed(t *testing.T) {
 	t.Parallel()
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second})
 	defer c.Close()
 	w, err := rediswindow.New(c, &rediswindow.Config{Name: "unreachable"})
 	if err != nil {
