@@ -274,3 +274,26 @@ func TestMemoryConfig(t *testing.T) {
 		t.Fatalf("second id in a Memory of one = %v, want ErrFull", err)
 	}
 }
+
+// TestMemoryFillsNearlyToMaxIDs: ids spread by hash, so the first ErrFull
+// comes when the fullest shard holds its share, a little before MaxIDs
+// ids in all (docs/DEDUP.md tells to leave that headroom).
+func TestMemoryFillsNearlyToMaxIDs(t *testing.T) {
+	t.Parallel()
+	const maxIDs = 100_000
+	m := newMemory(t, &window.MemoryConfig{MaxIDs: maxIDs})
+	n := 0
+	for ; ; n++ {
+		_, err := m.Reserve(context.Background(), fmt.Sprint("id-", n))
+		if errors.Is(err, window.ErrFull) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("first ErrFull after %d ids: %.1f%% of MaxIDs", n, 100*float64(n)/maxIDs)
+	if n < maxIDs*85/100 || n > maxIDs {
+		t.Fatalf("first ErrFull after %d ids, want between 85%% of MaxIDs and MaxIDs (%d)", n, maxIDs)
+	}
+}
