@@ -32,16 +32,22 @@ func (w *Window) ReserveBatch(ctx context.Context, ids []string) ([]window.Reser
 	_, _ = pipe.Exec(ctx) // each command's own error is read below
 	rs := make([]window.Reservation, len(ids))
 	var first error
+	var taken []window.Reservation // what to give back on an error
 	for i, cmd := range cmds {
 		old, err := cmd.Result()
 		r, err := reservation(ids[i], toks[i], old, err)
-		if err != nil && first == nil {
+		switch {
+		case err != nil && first == nil:
 			first = err
+		case r.Status == window.Reserved:
+			taken = append(taken, r)
 		}
 		rs[i] = r
 	}
 	if first != nil {
-		_ = w.ReleaseBatch(context.WithoutCancel(ctx), rs)
+		if len(taken) > 0 {
+			_ = w.ReleaseBatch(context.WithoutCancel(ctx), taken)
+		}
 		return nil, first
 	}
 	return rs, nil

@@ -19,13 +19,13 @@ type Config struct {
 	// Lease is how long a reservation holds its id unconfirmed: longer
 	// than the handler takes, since past it another consumer may reserve
 	// the id and run it too. At least a millisecond (Redis counts in
-	// milliseconds). Defaults to 30 seconds.
+	// milliseconds: it is rounded up to whole ones). Defaults to 30 seconds.
 	Lease time.Duration
 
 	// Window is how long a confirmed id is remembered, counted from its
 	// Confirm: a redelivery within it is dropped as a duplicate, one
-	// after it is processed again. At least a millisecond. Defaults to 5
-	// minutes.
+	// after it is processed again. At least a millisecond (rounded up to
+	// whole ones). Defaults to 5 minutes.
 	Window time.Duration
 }
 
@@ -59,5 +59,12 @@ func (c *Config) withDefaults() (Config, error) {
 	if v.Window == 0 {
 		v.Window = defaultWindow
 	}
+	// Redis counts in milliseconds: round up, never down, so that no
+	// lease or window is shorter than configured.
+	v.Lease, v.Window = ceilMillis(v.Lease), ceilMillis(v.Window)
 	return v, nil
+}
+
+func ceilMillis(d time.Duration) time.Duration {
+	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
 }

@@ -268,3 +268,39 @@ func TestConfigIsValidated(t *testing.T) {
 		t.Error("New with a nil client succeeded")
 	}
 }
+
+// TestFailedBatchReleasesWhatItReserved: a ReserveBatch that fails on one
+// id (here a key of the wrong type, which makes its SET … GET fail) gives
+// back the ids it did reserve, rather than leave them in progress for a
+// whole lease while the batch is delivered again.
+func TestFailedBatchReleasesWhatItReserved(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w, c := setup(t, time.Hour, time.Hour)
+	if err := c.RPush(ctx, w.Key("bad"), "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.ReserveBatch(ctx, []string{"a", "bad", "b"}); err == nil {
+		t.Fatal("ReserveBatch with a broken key succeeded")
+	}
+	for _, id := range []string{"a", "b"} {
+		if r, err := w.Reserve(ctx, id); err != nil || r.Status != window.Reserved {
+			t.Errorf("Reserve(%q) after the failed batch = %v, %v; want Reserved", id, r.Status, err)
+		}
+	}
+}
+
+// TestDurationsRoundUpToMilliseconds: Redis counts in milliseconds; a
+// lease of 1.5ms must last 2ms, never 1.
+func TestDurationsRoundUpToMilliseconds(t *testing.T) {
+	t.Parallel()
+	c := redis.NewClient(&redis.Options{Addr: redistest.Addr()})
+	defer c.Close()
+	w, err := rediswindow.New(c, &rediswindow.Config{Name: "a", Lease: 1500 * time.Microsecond, Window: time.Minute + time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Lease() != 2*time.Millisecond || w.Window() != time.Minute+time.Millisecond {
+		t.Fatalf("Lease %v, Window %v; want 2ms and 1m0.001s", w.Lease(), w.Window())
+	}
+}
