@@ -42,8 +42,14 @@ func ReleaseAll(ctx context.Context, w Window, rs []Reservation) error {
 }
 
 // each calls f for every reservation and gathers the ErrNotHeld answers in
-// a *BatchError; it stops at any other error.
+// a *BatchError; it stops at any other error. An empty id fails the batch
+// before f is called.
 func each(rs []Reservation, f func(Reservation) error) error {
+	for _, r := range rs {
+		if r.ID == "" {
+			return ErrNoID
+		}
+	}
 	var notHeld []int
 	for i, r := range rs {
 		switch err := f(r); {

@@ -58,12 +58,14 @@ type Window interface {
 type Batcher interface {
 	Window
 	// ReserveBatch reserves each of ids; the i-th Reservation answers
-	// ids[i].
+	// ids[i]. With an empty id it fails with ErrNoID and reserves
+	// nothing.
 	ReserveBatch(ctx context.Context, ids []string) ([]Reservation, error)
 	// ConfirmBatch confirms each reservation with its ID and Token. The
 	// error is nil when all were confirmed; a *BatchError (matching
-	// ErrNotHeld) lists those that were not; any other error means the
-	// call failed and each item's fate is unknown.
+	// ErrNotHeld) lists those that were not; ErrNoID means an ID was
+	// empty, and nothing was done; any other error means the call failed
+	// and each item's fate is unknown.
 	ConfirmBatch(ctx context.Context, rs []Reservation) error
 	// ReleaseBatch releases each reservation with its ID and Token; the
 	// error is as ConfirmBatch's.

@@ -94,13 +94,24 @@ func checkNotHeldAt(t testing.TB, op string, err error, want []int) {
 	}
 }
 
-func batchWithAnEmptyIDReservesNothing(t testing.TB, h *Harness) {
+func batchWithAnEmptyIDDoesNothing(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	b := e.batcher()
 	if _, err := b.ReserveBatch(e.ctx, []string{"a", "b", "", "c"}); !errors.Is(err, window.ErrNoID) {
 		t.Fatalf("ReserveBatch with an empty id = %v, want ErrNoID", err)
 	}
+	var held []window.Reservation
 	for _, id := range []string{"a", "b", "c"} {
-		e.reserve(id, window.Reserved)
+		held = append(held, e.reserve(id, window.Reserved))
+	}
+	bad := append(held[:2:2], window.Reservation{ID: "", Token: held[2].Token})
+	if err := b.ConfirmBatch(e.ctx, bad); !errors.Is(err, window.ErrNoID) {
+		t.Fatalf("ConfirmBatch with an empty id = %v, want ErrNoID", err)
+	}
+	if err := b.ReleaseBatch(e.ctx, bad); !errors.Is(err, window.ErrNoID) {
+		t.Fatalf("ReleaseBatch with an empty id = %v, want ErrNoID", err)
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		e.reserve(id, window.InProgress)
 	}
 }

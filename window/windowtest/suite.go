@@ -149,8 +149,8 @@ var suite = []testCase{
 		run:  batchConfirmAndReleaseOnlyTheirOwn,
 	},
 	{
-		name: "BatchWithAnEmptyIDReservesNothing",
-		rule: "ReserveBatch with an empty id among others fails with ErrNoID and leaves every id of the batch free; an empty batch answers nothing",
-		run:  batchWithAnEmptyIDReservesNothing,
+		name: "BatchWithAnEmptyIDDoesNothing",
+		rule: "a batch with an empty id among others fails with ErrNoID and does nothing: ReserveBatch leaves every id free, ConfirmBatch and ReleaseBatch leave every id held",
+		run:  batchWithAnEmptyIDDoesNothing,
 	},
 }

@@ -32,7 +32,7 @@ func TestSuiteCatchesBrokenWindows(t *testing.T) {
 		{sameToken, []string{"TokensAreUnique", "OnlyTheOwnerConfirms", "ReleaseFreesTheIDAtOnce"}},
 		{reconfirmFails, []string{"ConfirmAgainByTheOwnerChangesNothing"}},
 		{batchChecksFirst, []string{"BatchReserveAnswersEachIDInOrder"}},
-		{batchKeepsPartial, []string{"BatchWithAnEmptyIDReservesNothing"}},
+		{batchKeepsPartial, []string{"BatchWithAnEmptyIDDoesNothing"}},
 		{emptyIDAccepted, []string{"EmptyIDIsRefused"}},
 		{doSkipsRelease, []string{"FailedHandlerIsProcessedOnRedelivery", "PanickingHandlerReleasesTheID", "ReleaseFreesTheIDAtOnce"}},
 	} {
