@@ -3,12 +3,15 @@ package rediswindow_test
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem/internal/redistest"
 	"github.com/idemkit/idem/window"
 	"github.com/idemkit/idem/window/rediswindow"
+	"github.com/redis/go-redis/v9"
 )
 
 const benchBatch = 100
@@ -107,4 +110,52 @@ func BenchmarkRedisCheck(b *testing.B) {
 		}
 		reportChecks(b, n)
 	})
+}
+
+// BenchmarkRedisFootprint confirms 100,000 ids of 7 to 9 bytes (keys of
+// about 45 bytes) and reports the server's used_memory growth per id, for
+// sizing. The server is shared: other clients' writes meanwhile count too.
+func BenchmarkRedisFootprint(b *testing.B) {
+	ctx := context.Background()
+	const n = 100_000
+	for b.Loop() {
+		w := benchWindow(b)
+		c := redistest.Client(b)
+		before := usedMemory(b, c)
+		ids := make([]string, 0, 1000)
+		for i := 0; i < n; i += cap(ids) {
+			ids = ids[:0]
+			for k := range cap(ids) {
+				ids = append(ids, fmt.Sprint("m", i+k))
+			}
+			rs, err := w.ReserveBatch(ctx, ids)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := w.ConfirmBatch(ctx, rs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(usedMemory(b, c)-before)/n, "B/id")
+		b.ReportMetric(float64(len(w.Key("m50000"))), "key-bytes")
+	}
+}
+
+func usedMemory(b *testing.B, c *redis.Client) int64 {
+	b.Helper()
+	info, err := c.Info(context.Background(), "memory").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatal("no used_memory in INFO memory")
+	return 0
 }
