@@ -1,0 +1,124 @@
+package windowtest
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/window"
+)
+
+// TestSuiteCatchesBrokenWindows runs the suite against copies of the
+// reference window broken one way each, and checks that the cases meant
+// for each defect fail, stating their rule.
+func TestSuiteCatchesBrokenWindows(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		mutation mutation
+		caughtBy []string
+	}{
+		{releaseAnyToken, []string{"OnlyTheOwnerReleases", "ExpiredOwnerCannotTouchTheNewHolder"}},
+		{confirmAnyToken, []string{"OnlyTheOwnerConfirms"}},
+		{releaseConfirmed, []string{"ConfirmedIDIsNeverReleased"}},
+		{leaseNeverExpires, []string{"LeaseExpires", "ExpiredOwnerCannotTouchTheNewHolder", "ExpiryBoundaries"}},
+		{confirmKeepsLease, []string{"ConfirmExtendsToTheWindow", "ExpiryBoundaries"}},
+		{windowNeverExpires, []string{"WindowExpires", "ExpiryBoundaries"}},
+		{checkThenSet, []string{"ConcurrentReserversOneWins", "ConcurrentDeliveriesApplyOnce"}},
+		{doneIsFree, []string{"ConfirmedIDIsDone", "FailedHandlerIsProcessedOnRedelivery", "ConcurrentDeliveriesApplyOnce"}},
+		{heldIsDone, []string{"HeldIDIsInProgress", "ConcurrentReserversOneWins"}},
+		{lateConfirmDropped, []string{"LateConfirmRecordsAnUnclaimedID"}},
+		{lateConfirmOverwrites, []string{"ExpiredOwnerCannotTouchTheNewHolder"}},
+		{sameToken, []string{"TokensAreUnique", "OnlyTheOwnerConfirms", "ReleaseFreesTheIDAtOnce"}},
+		{reconfirmFails, []string{"ConfirmAgainByTheOwnerChangesNothing"}},
+		{batchChecksFirst, []string{"BatchReserveAnswersEachIDInOrder"}},
+		{batchKeepsPartial, []string{"BatchWithAnEmptyIDDoesNothing"}},
+		{emptyIDAccepted, []string{"EmptyIDIsRefused"}},
+		{doSkipsRelease, []string{"FailedHandlerIsProcessedOnRedelivery", "PanickingHandlerReleasesTheID", "ReleaseFreesTheIDAtOnce"}},
+	} {
+		t.Run(string(tt.mutation), func(t *testing.T) {
+			t.Parallel()
+			out := runSuite(t, refHarness(tt.mutation))
+			for _, name := range tt.caughtBy {
+				o, ok := out[name]
+				switch {
+				case !ok:
+					t.Errorf("case %s did not run", name)
+				case !o.failed:
+					t.Errorf("case %s passed a window with the defect %s (skipped=%v)\n%s", name, tt.mutation, o.skipped, o.log)
+				case !strings.Contains(o.log, "the window breaks the rule: "+ruleOf(name)):
+					t.Errorf("case %s failed without stating its rule:\n%s", name, o.log)
+				}
+			}
+			t.Logf("failed cases: %s", strings.Join(failedCases(out), ", "))
+		})
+	}
+}
+
+// TestSuitePassesIntactWindows runs the suite against the intact
+// reference window, through the package's batch fallbacks too, and
+// against window.Memory.
+func TestSuitePassesIntactWindows(t *testing.T) {
+	t.Parallel()
+	harnesses := map[string]Harness{
+		"Reference": refHarness(intact),
+		"Memory": {
+			New: func(t testing.TB, lease, win time.Duration) (window.Window, func(time.Duration)) {
+				c := newClock()
+				w, err := window.NewMemory(&window.MemoryConfig{Lease: lease, Window: win, Now: c.Now})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return w, c.Advance
+			},
+			Exact: true,
+		},
+	}
+	for name, h := range harnesses {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			out := runSuite(t, h)
+			if len(out) != len(suite) {
+				t.Errorf("%d cases ran, want %d", len(out), len(suite))
+			}
+			for _, c := range failedCases(out) {
+				t.Errorf("case %s failed on an intact window:\n%s", c, out[c].log)
+			}
+			for c, o := range out {
+				if o.skipped {
+					t.Errorf("case %s skipped on an intact window:\n%s", c, o.log)
+				}
+			}
+		})
+	}
+}
+
+// TestRunOnRealTime runs the suite on real time (not Exact), with the
+// reference window on the real clock, so that the suite's sleeping path,
+// which the Redis window takes, is checked here too.
+func TestRunOnRealTime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sleeps for seconds")
+	}
+	Run(t, Harness{
+		New: func(t testing.TB, lease, win time.Duration) (window.Window, func(time.Duration)) {
+			return newRef(lease, win, time.Now, intact), time.Sleep
+		},
+		Lease: 200 * time.Millisecond,
+	})
+}
+
+func TestRun(t *testing.T) {
+	Run(t, refHarness(intact))
+}
+
+func failedCases(out map[string]outcome) []string {
+	var names []string
+	for name, o := range out {
+		if o.failed {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
