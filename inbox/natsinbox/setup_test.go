@@ -218,7 +218,6 @@ func (l *ledger) checkOnce(t testing.TB, amounts map[string]int64) {
 type recorder struct {
 	mu     sync.Mutex
 	events []inbox.Event
-	ids    []string
 	change chan struct{}
 }
 
