@@ -21,24 +21,50 @@ import (
 // transfers (a balance update and an effect row, in one transaction): with
 // the inbox through natsinbox.Consume ("inbox"), and the same consumer
 // without dedup ("plain": jetstream's Consume with the same prefetch, the
-// same statements in a transaction of its own, then an ack). The stream is
-// filled before the timer starts; msgs/s is b.N over the time to apply
-// them all. Run with -count to interleave the two.
+// same statements in a transaction of its own, then an ack). Each mode
+// consumes b.N messages, in rounds that alternate the two so that both
+// see the same load; a round's stream is filled before its clock starts.
+// It reports each mode's rate and their ratio.
 func BenchmarkConsume(b *testing.B) {
 	_, js := natstest.Connect(b)
 	for _, kind := range []string{postgres, sqlite} {
 		b.Run(kind, func(b *testing.B) {
 			l := newLedger(b, kind)
-			b.Run("inbox", func(b *testing.B) { benchConsume(b, js, l, true) })
-			b.Run("plain", func(b *testing.B) { benchConsume(b, js, l, false) })
+			const rounds = 4
+			var took [2]time.Duration // inbox, plain
+			for r := range rounds {
+				n := b.N / rounds
+				if r == rounds-1 {
+					n = b.N - n*(rounds-1)
+				}
+				if n == 0 {
+					continue
+				}
+				for i := range 2 {
+					withInbox := (i+r)%2 == 0 // who goes first alternates
+					mode := 1
+					if withInbox {
+						mode = 0
+					}
+					took[mode] += consumeOnce(b, js, l, withInbox, n)
+				}
+			}
+			inboxRate := float64(b.N) / took[0].Seconds()
+			plainRate := float64(b.N) / took[1].Seconds()
+			b.ReportMetric(inboxRate, "inbox-msgs/s")
+			b.ReportMetric(plainRate, "plain-msgs/s")
+			b.ReportMetric(inboxRate/plainRate, "inbox/plain")
 		})
 	}
 }
 
-func benchConsume(b *testing.B, js jetstream.JetStream, l *ledger, withInbox bool) {
+// consumeOnce fills a fresh stream with n transfers, then consumes them,
+// with the inbox or without, and returns how long that took.
+func consumeOnce(b *testing.B, js jetstream.JetStream, l *ledger, withInbox bool, n int) time.Duration {
+	b.StopTimer()
 	r := newRig(b, js, jetstream.StreamConfig{}, jetstream.ConsumerConfig{AckWait: 30 * time.Second})
 	name := natstest.Name(b)
-	for i := range b.N {
+	for i := range n {
 		k := fmt.Sprintf("%s-%d", name, i)
 		if _, err := js.PublishAsync(r.subject, body(k, 1), jetstream.WithMsgID(k)); err != nil {
 			b.Fatal(err)
@@ -53,17 +79,16 @@ func benchConsume(b *testing.B, js jetstream.JetStream, l *ledger, withInbox boo
 	var done atomic.Int64
 	all := make(chan struct{})
 	count := func() {
-		if done.Add(1) == int64(b.N) {
+		if done.Add(1) == int64(n) {
 			close(all)
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	b.ResetTimer()
-	start := time.Now()
-	var stop func()
+	var ib *inbox.Inbox
 	if withInbox {
-		ib, err := inbox.New(l.store, &inbox.Config{Name: name, Observer: func(e inbox.Event) {
+		var err error
+		ib, err = inbox.New(l.store, &inbox.Config{Name: name, Observer: func(e inbox.Event) {
 			if e.Outcome == inbox.Applied {
 				count()
 			}
@@ -71,6 +96,11 @@ func benchConsume(b *testing.B, js jetstream.JetStream, l *ledger, withInbox boo
 		if err != nil {
 			b.Fatal(err)
 		}
+	}
+	b.StartTimer()
+	start := time.Now()
+	var stop func()
+	if withInbox {
 		errc := make(chan error, 1)
 		go func() { errc <- natsinbox.Consume(ctx, r.cons, ib, apply, nil) }()
 		stop = func() {
@@ -99,12 +129,12 @@ func benchConsume(b *testing.B, js jetstream.JetStream, l *ledger, withInbox boo
 	select {
 	case <-all:
 	case <-time.After(10 * time.Minute):
-		b.Fatalf("%d of %d messages applied after 10 min", done.Load(), b.N)
+		b.Fatalf("%d of %d messages applied after 10 min", done.Load(), n)
 	}
-	elapsed := time.Since(start)
+	took := time.Since(start)
 	b.StopTimer()
 	stop()
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+	return took
 }
 
 // plainApply is apply without the inbox: the same statements, in a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/idemkit/idem/inbox"
@@ -151,21 +152,37 @@ func settleErr(op string, err error) error {
 
 // inProgress tells the server every d, until stop is called, that msg is
 // being worked on. stop returns once no InProgress can be sent any more,
-// so that none follows the ack.
+// so that none follows the ack. It starts no goroutine unless d elapses:
+// a handler quicker than d costs a timer.
 func inProgress(msg jetstream.Msg, d time.Duration) (stop func()) {
-	done, exited := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(exited)
-		t := time.NewTicker(d)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = msg.InProgress()
-			}
-		}
-	}()
-	return func() { close(done); <-exited }
+	p := &progress{msg: msg, every: d}
+	p.mu.Lock()
+	p.timer = time.AfterFunc(d, p.fire)
+	p.mu.Unlock()
+	return p.stop
+}
+
+type progress struct {
+	msg     jetstream.Msg
+	every   time.Duration
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
+}
+
+func (p *progress) fire() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return
+	}
+	_ = p.msg.InProgress() // a publish: it does not wait for the server
+	p.timer.Reset(p.every)
+}
+
+func (p *progress) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	p.timer.Stop()
+	p.mu.Unlock()
 }
