@@ -18,51 +18,80 @@ import (
 )
 
 // BenchmarkConsume measures how fast one consumer applies a stream of
-// transfers (a balance update and an effect row, in one transaction): with
-// the inbox through natsinbox.Consume ("inbox"), and the same consumer
-// without dedup ("plain": jetstream's Consume with the same prefetch, the
-// same statements in a transaction of its own, then an ack). Each mode
-// consumes b.N messages, in rounds that alternate the two so that both
-// see the same load; a round's stream is filled before its clock starts.
-// It reports each mode's rate and their ratio.
+// transfers (an effect row and a balance update, in one transaction) with
+// the inbox through natsinbox.Consume ("inbox"), with the inbox called
+// directly from jetstream's Consume callback ("process": what the adapter
+// adds is the difference), and without dedup ("plain": the same callback,
+// the same statements in a transaction of its own, then an ack). All use
+// the same prefetch, and each its own stream. Each variant consumes b.N
+// messages in rounds of benchRound, the variants taking turns (and
+// rotating who goes first), so that all see the same load; a round's
+// messages are published before its clock starts. It reports each
+// variant's rate and the ratios to plain.
 func BenchmarkConsume(b *testing.B) {
 	_, js := natstest.Connect(b)
 	for _, kind := range []string{postgres, sqlite} {
 		b.Run(kind, func(b *testing.B) {
 			l := newLedger(b, kind)
-			const rounds = 4
-			var took [2]time.Duration // inbox, plain
-			for r := range rounds {
-				n := b.N / rounds
-				if r == rounds-1 {
-					n = b.N - n*(rounds-1)
-				}
-				if n == 0 {
-					continue
-				}
-				for i := range 2 {
-					withInbox := (i+r)%2 == 0 // who goes first alternates
-					mode := 1
-					if withInbox {
-						mode = 0
+			var (
+				rigs    [variants]*rig
+				ibs     [variants]*inbox.Inbox
+				took    [variants]time.Duration
+				applied atomic.Pointer[func()] // the adapter's round's counter
+			)
+			for v := range variants {
+				rigs[v] = newRig(b, js, jetstream.StreamConfig{}, jetstream.ConsumerConfig{AckWait: 30 * time.Second})
+				cfg := &inbox.Config{Name: natstest.Name(b)}
+				if v == viaAdapter {
+					// Told after the commit, as the ack follows.
+					cfg.Observer = func(e inbox.Event) {
+						if f := applied.Load(); f != nil && e.Outcome == inbox.Applied {
+							(*f)()
+						}
 					}
-					took[mode] += consumeOnce(b, js, l, withInbox, n)
+				}
+				var err error
+				if ibs[v], err = inbox.New(l.store, cfg); err != nil {
+					b.Fatal(err)
 				}
 			}
-			inboxRate := float64(b.N) / took[0].Seconds()
-			plainRate := float64(b.N) / took[1].Seconds()
-			b.ReportMetric(inboxRate, "inbox-msgs/s")
-			b.ReportMetric(plainRate, "plain-msgs/s")
-			b.ReportMetric(inboxRate/plainRate, "inbox/plain")
+			b.ResetTimer()
+			for r, left := 0, b.N; left > 0; r++ {
+				n := min(left, benchRound)
+				left -= n
+				for i := range variants {
+					v := (i + r) % variants
+					took[v] += consumeRound(b, js, rigs[v], l, ibs[v], v, n, &applied)
+				}
+			}
+			var rate [variants]float64
+			for v := range variants {
+				rate[v] = float64(b.N) / took[v].Seconds()
+			}
+			b.ReportMetric(rate[viaAdapter], "inbox-msgs/s")
+			b.ReportMetric(rate[viaProcess], "process-msgs/s")
+			b.ReportMetric(rate[plain], "plain-msgs/s")
+			b.ReportMetric(rate[viaAdapter]/rate[plain], "inbox/plain")
+			b.ReportMetric(rate[viaProcess]/rate[plain], "process/plain")
 		})
 	}
 }
 
-// consumeOnce fills a fresh stream with n transfers, then consumes them,
-// with the inbox or without, and returns how long that took.
-func consumeOnce(b *testing.B, js jetstream.JetStream, l *ledger, withInbox bool, n int) time.Duration {
+// benchRound is how many messages a variant consumes in a turn.
+const benchRound = 100
+
+// The variants of BenchmarkConsume.
+const (
+	viaAdapter = iota // natsinbox.Consume with the inbox
+	viaProcess        // a jetstream callback calling inbox.Process, then Ack
+	plain             // the same callback, the same statements, no inbox
+	variants
+)
+
+// consumeRound publishes n transfers to r's stream, then consumes them
+// through variant v, and returns how long that took.
+func consumeRound(b *testing.B, js jetstream.JetStream, r *rig, l *ledger, ib *inbox.Inbox, v, n int, applied *atomic.Pointer[func()]) time.Duration {
 	b.StopTimer()
-	r := newRig(b, js, jetstream.StreamConfig{}, jetstream.ConsumerConfig{AckWait: 30 * time.Second})
 	name := natstest.Name(b)
 	for i := range n {
 		k := fmt.Sprintf("%s-%d", name, i)
@@ -85,22 +114,35 @@ func consumeOnce(b *testing.B, js jetstream.JetStream, l *ledger, withInbox bool
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var ib *inbox.Inbox
-	if withInbox {
+	applied.Store(&count)
+	// The callback of the variants that do without the adapter.
+	callback := func(msg jetstream.Msg) {
 		var err error
-		ib, err = inbox.New(l.store, &inbox.Config{Name: name, Observer: func(e inbox.Event) {
-			if e.Outcome == inbox.Applied {
-				count()
+		if v == viaProcess {
+			var o inbox.Outcome
+			o, err = ib.Process(ctx, &inbox.Message{ID: msg.Headers().Get(jetstream.MsgIDHeader), Body: msg.Data()}, apply)
+			if o == inbox.Applied {
+				err = nil
+			} else if err == nil {
+				err = fmt.Errorf("outcome %s", o)
 			}
-		}})
-		if err != nil {
-			b.Fatal(err)
+		} else {
+			err = plainApply(ctx, l, msg)
 		}
+		if err != nil {
+			b.Error(err)
+			_ = msg.Nak()
+			return
+		}
+		if err := msg.Ack(); err != nil {
+			b.Error(err)
+		}
+		count()
 	}
 	b.StartTimer()
 	start := time.Now()
 	var stop func()
-	if withInbox {
+	if v == viaAdapter {
 		errc := make(chan error, 1)
 		go func() { errc <- natsinbox.Consume(ctx, r.cons, ib, apply, nil) }()
 		stop = func() {
@@ -110,21 +152,14 @@ func consumeOnce(b *testing.B, js jetstream.JetStream, l *ledger, withInbox bool
 			}
 		}
 	} else {
-		cc, err := r.cons.Consume(func(msg jetstream.Msg) {
-			if err := plainApply(ctx, l, msg); err != nil {
-				b.Error(err)
-				_ = msg.Nak()
-				return
-			}
-			if err := msg.Ack(); err != nil {
-				b.Error(err)
-			}
-			count()
-		}, jetstream.PullMaxMessages(natsinbox.DefaultPrefetch))
+		cc, err := r.cons.Consume(callback, jetstream.PullMaxMessages(natsinbox.DefaultPrefetch))
 		if err != nil {
 			b.Fatal(err)
 		}
-		stop = cc.Stop
+		stop = func() {
+			cc.Drain()
+			<-cc.Closed()
+		}
 	}
 	select {
 	case <-all:
