@@ -24,8 +24,9 @@ type Config struct {
 	// dead-lettering it. Such an id catches redeliveries but not a
 	// producer's retry (a republished message has a new sequence), and a
 	// stream deleted and created again under the same name numbers its
-	// messages from 1 again: give the inbox a new name then. Not used with
-	// MessageID. Defaults to false.
+	// messages from 1 again: give the inbox a new name then. It applies to
+	// the default id only: setting it with MessageID is an error.
+	// Defaults to false.
 	FallbackToSequence bool
 
 	// Backoff returns how long the server waits before delivering a
