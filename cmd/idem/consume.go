@@ -88,13 +88,19 @@ func validQueueName(name string) bool {
 	return true
 }
 
-// redactURL hides the password of a broker URL for logs and errors.
+// redactURL hides the passwords of a broker URL, or of a comma-separated
+// list of them (a NATS cluster), for logs and errors.
 func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
+	urls := strings.Split(raw, ",")
+	for i, s := range urls {
+		u, err := url.Parse(strings.TrimSpace(s))
+		if err != nil {
+			urls[i] = "(unparsable URL)"
+			continue
+		}
+		urls[i] = u.Redacted()
 	}
-	return u.Redacted()
+	return strings.Join(urls, ",")
 }
 
 // consumer is a source's run going on in the background.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
@@ -54,7 +53,7 @@ func consumeNATS(ctx context.Context, p consumeParams) (func(context.Context) er
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			if log != nil {
-				log.Info("idem serve: reconnected to NATS", "server", redactNATS(nc.ConnectedUrl()))
+				log.Info("idem serve: reconnected to NATS", "server", redactURL(nc.ConnectedUrl()))
 			}
 		}),
 	)
@@ -131,18 +130,4 @@ func natsStream(ctx context.Context, js jetstream.JetStream, subject string) (je
 		// name captures other subjects): look again.
 	}
 	return nil, fmt.Errorf("a stream named %s exists but does not capture subject %s; create a stream that does, or choose another -consume-queue", strings.ToUpper(subject), subject)
-}
-
-// redactNATS hides the passwords of a NATS URL or URL list.
-func redactNATS(list string) string {
-	urls := strings.Split(list, ",")
-	for i, s := range urls {
-		u, err := url.Parse(strings.TrimSpace(s))
-		if err != nil {
-			urls[i] = "(unparsable URL)"
-			continue
-		}
-		urls[i] = u.Redacted()
-	}
-	return strings.Join(urls, ",")
 }

@@ -367,3 +367,17 @@ func TestValidQueueName(t *testing.T) {
 		}
 	}
 }
+
+// Every password of a broker URL list is hidden, not only the first.
+func TestRedactURLList(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"amqp://guest:secret@127.0.0.1:5672/":   "amqp://guest:xxxxx@127.0.0.1:5672/",
+		"nats://u:p1@a:4222,nats://u:p2@b:4222": "nats://u:xxxxx@a:4222,nats://u:xxxxx@b:4222",
+		"nats://a:4222, nats://u:p@b:4222":      "nats://a:4222,nats://u:xxxxx@b:4222",
+	} {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
