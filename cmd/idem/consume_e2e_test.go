@@ -349,19 +349,14 @@ func TestServeConsumeNATSClusterE2E(t *testing.T) {
 		reconnected := strings.Count(r.s.stderr.String(), natsDisconnected) > disconnects
 		step(fmt.Sprintf("round %d: applied without the node, %s after the kill (idem serve reconnected: %v)",
 			round+1, resumed.Round(time.Millisecond), reconnected))
-		// KNOWN DEFECT, reported, not fixed here
-		// (inbox/natsinbox/consume.go): natsinbox.Consume pulls with
-		// jetstream's defaults, a 30 s expiry and a 15 s idle
-		// heartbeat, and the client gives up on a pull request only
-		// after two missed heartbeats. When the consumer's leader dies
-		// with idem serve's pull request (in about one round in three
-		// here), consumption stops for 15 to 30 s, however soon a new
-		// leader is elected; otherwise it resumes 4 to 10 s after the
-		// kill. With jetstream.PullExpiry(5*time.Second) and
-		// jetstream.PullHeartbeat(time.Second) it resumed within 10 s
-		// in every run.
+		// natsinbox pulls with a short expiry and heartbeat
+		// (Config.PullExpiry, PullHeartbeat): when the consumer's
+		// leader dies holding idem serve's pull request, the client
+		// gives up on it within seconds. With jetstream's defaults
+		// (30 s, 15 s) consumption stalled 15 to 30 s in about one
+		// round in four.
 		if resumed > e2eClusterResume {
-			t.Errorf("KNOWN DEFECT: round %d (idle %v): the commands published around the loss of the consumer's leader were applied %s after the kill (idem serve reconnected: %v), want within %s: consumption stalled until the client's heartbeat check gave up on its pull request",
+			t.Errorf("round %d (idle %v): the commands published around the loss of the consumer's leader were applied %s after the kill (idem serve reconnected: %v), want within %s: consumption stalled until the client's heartbeat check gave up on its pull request",
 				round+1, idle, resumed.Round(time.Millisecond), reconnected, e2eClusterResume)
 		}
 		c.Start(victim)

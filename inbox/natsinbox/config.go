@@ -65,6 +65,17 @@ type Config struct {
 	// Defaults to 16.
 	Prefetch int
 
+	// PullExpiry is how long each pull request waits at the server for
+	// messages before the client asks again, and PullHeartbeat how often
+	// the server reports that it still holds the request. The client gives
+	// up on a request after two missed heartbeats, so when the node that
+	// holds it dies (a cluster losing the consumer's leader), consumption
+	// resumes within about twice PullHeartbeat of the new leader, not
+	// after jetstream's 30 s default expiry. PullHeartbeat must be under
+	// half of PullExpiry. Default to 5 seconds and 1 second.
+	PullExpiry    time.Duration
+	PullHeartbeat time.Duration
+
 	// Logger receives what Consume cannot return: failed acks, and
 	// consumption errors such as a lost server (Warn). The inbox logs the
 	// messages' outcomes itself. Defaults to none.
@@ -82,6 +93,8 @@ type Config struct {
 const (
 	DefaultPrefetch        = 16
 	DefaultInProgressEvery = 10 * time.Second
+	DefaultPullExpiry      = 5 * time.Second
+	DefaultPullHeartbeat   = time.Second
 )
 
 // DefaultBackoff waits 1 s after a first failed delivery and twice as long
@@ -111,6 +124,8 @@ func (c *Config) withDefaults() (Config, error) {
 		return Config{}, fmt.Errorf("natsinbox: Config.InProgressEvery must not be negative, got %s", out.InProgressEvery)
 	case out.Prefetch < 0:
 		return Config{}, fmt.Errorf("natsinbox: Config.Prefetch must not be negative, got %d", out.Prefetch)
+	case out.PullExpiry < 0 || out.PullHeartbeat < 0:
+		return Config{}, fmt.Errorf("natsinbox: Config.PullExpiry and PullHeartbeat must not be negative, got %s and %s", out.PullExpiry, out.PullHeartbeat)
 	case out.MessageID != nil && out.FallbackToSequence:
 		return Config{}, fmt.Errorf("natsinbox: Config.FallbackToSequence applies to the Nats-Msg-Id header, not to Config.MessageID; set one of them")
 	}
@@ -119,6 +134,15 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.Prefetch == 0 {
 		out.Prefetch = DefaultPrefetch
+	}
+	if out.PullExpiry == 0 {
+		out.PullExpiry = DefaultPullExpiry
+	}
+	if out.PullHeartbeat == 0 {
+		out.PullHeartbeat = DefaultPullHeartbeat
+	}
+	if out.PullHeartbeat*2 > out.PullExpiry {
+		return Config{}, fmt.Errorf("natsinbox: Config.PullHeartbeat (%s) must be at most half of PullExpiry (%s)", out.PullHeartbeat, out.PullExpiry)
 	}
 	return out, nil
 }

@@ -40,6 +40,8 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 	}{
 		{natsinbox.Config{InProgressEvery: -time.Second}, "Config.InProgressEvery"},
 		{natsinbox.Config{Prefetch: -1}, "Config.Prefetch"},
+		{natsinbox.Config{PullExpiry: -time.Second}, "Config.PullExpiry"},
+		{natsinbox.Config{PullHeartbeat: 3 * time.Second}, "Config.PullHeartbeat"},
 		{natsinbox.Config{MessageID: noID, FallbackToSequence: true}, "Config.FallbackToSequence"},
 	} {
 		err := natsinbox.Consume(context.Background(), nil, nil, nil, &tc.cfg)

@@ -69,6 +69,8 @@ func Consume(ctx context.Context, cons jetstream.Consumer, ib *inbox.Inbox, h in
 		}
 	},
 		jetstream.PullMaxMessages(c.Prefetch),
+		jetstream.PullExpiry(c.PullExpiry),
+		jetstream.PullHeartbeat(c.PullHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			mu.Lock()
 			lastErr = err
