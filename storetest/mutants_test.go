@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemkit/idem/internal/tbrecord"
+
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/memstore"
 )
@@ -46,10 +48,10 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 				switch {
 				case !ok:
 					t.Errorf("case %s did not run", name)
-				case !o.failed:
-					t.Errorf("case %s passed a store with the defect %s (skipped=%v)\n%s", name, tt.mutation, o.skipped, o.log)
-				case !strings.Contains(o.log, "the store breaks the rule: "+ruleOf(name)):
-					t.Errorf("case %s failed without stating its rule:\n%s", name, o.log)
+				case !o.Failed:
+					t.Errorf("case %s passed a store with the defect %s (skipped=%v)\n%s", name, tt.mutation, o.Skipped, o.Log)
+				case !strings.Contains(o.Log, "the store breaks the rule: "+ruleOf(name)):
+					t.Errorf("case %s failed without stating its rule:\n%s", name, o.Log)
 				}
 			}
 			t.Logf("failed cases: %s", strings.Join(failedCases(out), ", "))
@@ -65,8 +67,8 @@ func TestSuitePassesIntactStores(t *testing.T) {
 		t.Parallel()
 		out := runSuite(t, refHarness(intact))
 		for name, o := range out {
-			if o.failed || o.skipped {
-				t.Errorf("%s: failed=%v skipped=%v\n%s", name, o.failed, o.skipped, o.log)
+			if o.Failed || o.Skipped {
+				t.Errorf("%s: failed=%v skipped=%v\n%s", name, o.Failed, o.Skipped, o.Log)
 			}
 		}
 	})
@@ -74,8 +76,8 @@ func TestSuitePassesIntactStores(t *testing.T) {
 		t.Parallel()
 		out := runSuite(t, memHarness())
 		for name, o := range out {
-			if o.failed {
-				t.Errorf("%s failed:\n%s", name, o.log)
+			if o.Failed {
+				t.Errorf("%s failed:\n%s", name, o.Log)
 			}
 		}
 	})
@@ -106,10 +108,10 @@ func ruleOf(name string) string {
 	return "no case " + name
 }
 
-func failedCases(out map[string]outcome) []string {
+func failedCases(out map[string]tbrecord.Outcome) []string {
 	var names []string
 	for _, name := range slices.Sorted(maps.Keys(out)) {
-		if out[name].failed {
+		if out[name].Failed {
 			names = append(names, name)
 		}
 	}

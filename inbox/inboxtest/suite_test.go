@@ -114,8 +114,8 @@ func ruleOf(name string) string {
 func TestSuitePassesAnIntactStore(t *testing.T) {
 	t.Parallel()
 	for name, r := range runSuite(t, brokenHarness(intact)) {
-		if r.Failed() || r.Skipped() {
-			t.Errorf("case %s failed=%v skipped=%v on an intact store:\n%s", name, r.Failed(), r.Skipped(), r.output())
+		if r.Failed || r.Skipped {
+			t.Errorf("case %s failed=%v skipped=%v on an intact store:\n%s", name, r.Failed, r.Skipped, r.Log)
 		}
 	}
 }
@@ -139,10 +139,10 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 				switch {
 				case !ok:
 					t.Errorf("case %s did not run", name)
-				case !r.Failed():
-					t.Errorf("case %s passed a store that %s (skipped=%v)\n%s", name, tt.defect, r.Skipped(), r.output())
-				case !strings.Contains(r.output(), "the inbox breaks the rule: "+ruleOf(name)):
-					t.Errorf("case %s failed without stating its rule:\n%s", name, r.output())
+				case !r.Failed:
+					t.Errorf("case %s passed a store that %s (skipped=%v)\n%s", name, tt.defect, r.Skipped, r.Log)
+				case !strings.Contains(r.Log, "the inbox breaks the rule: "+ruleOf(name)):
+					t.Errorf("case %s failed without stating its rule:\n%s", name, r.Log)
 				}
 			}
 		})

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/idemkit/idem/internal/tbrecord"
 	"time"
 
 	"github.com/idemkit/idem/window"
@@ -44,10 +46,10 @@ func TestSuiteCatchesBrokenWindows(t *testing.T) {
 				switch {
 				case !ok:
 					t.Errorf("case %s did not run", name)
-				case !o.failed:
-					t.Errorf("case %s passed a window with the defect %s (skipped=%v)\n%s", name, tt.mutation, o.skipped, o.log)
-				case !strings.Contains(o.log, "the window breaks the rule: "+ruleOf(name)):
-					t.Errorf("case %s failed without stating its rule:\n%s", name, o.log)
+				case !o.Failed:
+					t.Errorf("case %s passed a window with the defect %s (skipped=%v)\n%s", name, tt.mutation, o.Skipped, o.Log)
+				case !strings.Contains(o.Log, "the window breaks the rule: "+ruleOf(name)):
+					t.Errorf("case %s failed without stating its rule:\n%s", name, o.Log)
 				}
 			}
 			t.Logf("failed cases: %s", strings.Join(failedCases(out), ", "))
@@ -82,11 +84,11 @@ func TestSuitePassesIntactWindows(t *testing.T) {
 				t.Errorf("%d cases ran, want %d", len(out), len(suite))
 			}
 			for _, c := range failedCases(out) {
-				t.Errorf("case %s failed on an intact window:\n%s", c, out[c].log)
+				t.Errorf("case %s failed on an intact window:\n%s", c, out[c].Log)
 			}
 			for c, o := range out {
-				if o.skipped {
-					t.Errorf("case %s skipped on an intact window:\n%s", c, o.log)
+				if o.Skipped {
+					t.Errorf("case %s skipped on an intact window:\n%s", c, o.Log)
 				}
 			}
 		})
@@ -112,10 +114,10 @@ func TestRun(t *testing.T) {
 	Run(t, refHarness(intact))
 }
 
-func failedCases(out map[string]outcome) []string {
+func failedCases(out map[string]tbrecord.Outcome) []string {
 	var names []string
 	for name, o := range out {
-		if o.failed {
+		if o.Failed {
 			names = append(names, name)
 		}
 	}
