@@ -10,52 +10,37 @@ package amqptest
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"os"
-	"sync"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/idemkit/idem/internal/servertest"
 )
 
 // DefaultURL is the broker the tests use when IDEM_AMQP_URL is not set.
 const DefaultURL = "amqp://guest:guest@127.0.0.1:5672/"
 
-// URL returns IDEM_AMQP_URL, or DefaultURL when it is not set.
-func URL() string {
-	if u := os.Getenv("IDEM_AMQP_URL"); u != "" {
-		return u
-	}
-	return DefaultURL
+var server = &servertest.Server{
+	Name: "RabbitMQ", Env: "IDEM_AMQP_URL", Default: DefaultURL, Hint: "start the broker", Redact: redact,
+	Ping: func(u string) error {
+		conn, err := amqp.DialConfig(u, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	},
 }
 
-var (
-	reachOnce sync.Once
-	reachErr  error
-)
+// URL returns IDEM_AMQP_URL, or DefaultURL when it is not set.
+func URL() string { return server.Addr() }
 
 // Require returns URL() when the broker answers. When it does not,
 // Require skips the test, or fails it under CI=true. The broker is tried
 // once per test binary; every later call gives the same verdict.
 func Require(t testing.TB) string {
 	t.Helper()
-	u := URL()
-	reachOnce.Do(func() {
-		conn, err := amqp.DialConfig(u, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
-		if err != nil {
-			reachErr = err
-			return
-		}
-		reachErr = conn.Close()
-	})
-	if reachErr == nil {
-		return u
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("RabbitMQ at %s is unreachable under CI=true: %v", redact(u), reachErr)
-	}
-	t.Skipf("RabbitMQ at %s is unreachable (set IDEM_AMQP_URL, or start the broker): %v", redact(u), reachErr)
-	return ""
+	return server.Require(t)
 }
 
 // Dial calls Require and returns a connection to the broker, closed at

@@ -14,69 +14,54 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/idemkit/idem/internal/servertest"
 )
 
 // DefaultURL is the server the tests use when IDEM_NATS_URL is not set.
 const DefaultURL = "nats://127.0.0.1:4222"
 
-// URL returns IDEM_NATS_URL, or DefaultURL when it is not set.
-func URL() string {
-	if u := os.Getenv("IDEM_NATS_URL"); u != "" {
-		return u
-	}
-	return DefaultURL
+var server = &servertest.Server{
+	Name: "NATS with JetStream", Env: "IDEM_NATS_URL", Default: DefaultURL, Hint: "start nats-server -js",
+	Ping: func(url string) error {
+		nc, err := nats.Connect(url, nats.Timeout(5*time.Second))
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = js.AccountInfo(ctx)
+		return err
+	},
 }
 
-var (
-	reachOnce sync.Once
-	reachErr  error
-)
+// URL returns IDEM_NATS_URL, or DefaultURL when it is not set.
+func URL() string { return server.Addr() }
 
 // Require returns URL() when a JetStream server answers there. When none
 // does, Require skips the test, or fails it under CI=true. The server is
 // tried once per test binary; every later call gives the same verdict.
 func Require(t testing.TB) string {
 	t.Helper()
-	url := URL()
-	reachOnce.Do(func() {
-		nc, err := nats.Connect(url, nats.Timeout(5*time.Second))
-		if err != nil {
-			reachErr = err
-			return
-		}
-		defer nc.Close()
-		js, err := jetstream.New(nc)
-		if err != nil {
-			reachErr = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, reachErr = js.AccountInfo(ctx)
-	})
-	if reachErr == nil {
-		return url
-	}
-	missing(t, "NATS with JetStream at "+url+" is unreachable (set IDEM_NATS_URL, or start nats-server -js)", reachErr)
-	return ""
+	return server.Require(t)
 }
 
 // missing skips t, or fails it under CI=true, for a server or a program
 // the test needs and does not have.
 func missing(t testing.TB, what string, err error) {
 	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s under CI=true: %v", what, err)
-	}
-	t.Skipf("%s: %v", what, err)
+	servertest.Missing(t, what, err)
 }
 
 // Connect calls Require and returns a connection to the shared server and

@@ -11,56 +11,41 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/url"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idemkit/idem/internal/servertest"
 )
 
 // DefaultDSN is the server the tests use when IDEM_PG_DSN is not set.
 const DefaultDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
-// DSN returns IDEM_PG_DSN, or DefaultDSN when it is not set.
-func DSN() string {
-	if dsn := os.Getenv("IDEM_PG_DSN"); dsn != "" {
-		return dsn
-	}
-	return DefaultDSN
+var server = &servertest.Server{
+	Name: "PostgreSQL", Env: "IDEM_PG_DSN", Default: DefaultDSN, Hint: "start the server",
+	Ping: func(dsn string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		return conn.Ping(ctx)
+	},
 }
 
-var (
-	reachOnce sync.Once
-	reachErr  error
-)
+// DSN returns IDEM_PG_DSN, or DefaultDSN when it is not set.
+func DSN() string { return server.Addr() }
 
 // Require returns DSN() when the server answers. When it does not, Require
 // skips the test, or fails it under CI=true. The server is tried once per
 // test binary; every later call gives the same verdict.
 func Require(t testing.TB) string {
 	t.Helper()
-	dsn := DSN()
-	reachOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			reachErr = err
-			return
-		}
-		reachErr = conn.Ping(ctx)
-		_ = conn.Close(ctx)
-	})
-	if reachErr == nil {
-		return dsn
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("PostgreSQL at %s is unreachable under CI=true: %v", dsn, reachErr)
-	}
-	t.Skipf("PostgreSQL at %s is unreachable (set IDEM_PG_DSN, or start the server): %v", dsn, reachErr)
-	return ""
+	return server.Require(t)
 }
 
 // SchemaName returns a fresh schema name without creating the schema, for

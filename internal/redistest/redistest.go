@@ -13,51 +13,37 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem/internal/servertest"
 )
 
 // DefaultAddr is the server the tests use when IDEM_REDIS_ADDR is not set.
 const DefaultAddr = "127.0.0.1:6379"
 
-// Addr returns IDEM_REDIS_ADDR, or DefaultAddr when it is not set.
-func Addr() string {
-	if addr := os.Getenv("IDEM_REDIS_ADDR"); addr != "" {
-		return addr
-	}
-	return DefaultAddr
+var server = &servertest.Server{
+	Name: "Redis", Env: "IDEM_REDIS_ADDR", Default: DefaultAddr, Hint: "start the server",
+	Ping: func(addr string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		defer c.Close()
+		return c.Ping(ctx).Err()
+	},
 }
 
-var (
-	reachOnce sync.Once
-	reachErr  error
-)
+// Addr returns IDEM_REDIS_ADDR, or DefaultAddr when it is not set.
+func Addr() string { return server.Addr() }
 
 // Require returns Addr() when the server answers. When it does not,
 // Require skips the test, or fails it under CI=true. The server is tried
 // once per test binary; every later call gives the same verdict.
 func Require(t testing.TB) string {
 	t.Helper()
-	addr := Addr()
-	reachOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		defer c.Close()
-		reachErr = c.Ping(ctx).Err()
-	})
-	if reachErr == nil {
-		return addr
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("Redis at %s is unreachable under CI=true: %v", addr, reachErr)
-	}
-	t.Skipf("Redis at %s is unreachable (set IDEM_REDIS_ADDR, or start the server): %v", addr, reachErr)
-	return ""
+	return server.Require(t)
 }
 
 // Client returns a client of the server (see Require), closed when the

@@ -76,7 +76,7 @@ type recorder struct {
 func (r *recorder) Name() string { return r.TB.Name() + "/" + r.name }
 func (r *recorder) Helper()      {}
 
-func (r *recorder) Log(args ...any)                 { r.Logf("%s", fmt.Sprintln(args...)) }
+func (r *recorder) Log(args ...any) { r.Logf("%s", fmt.Sprintln(args...)) }
 func (r *recorder) Logf(format string, args ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
