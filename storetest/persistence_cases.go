@@ -1,18 +1,15 @@
 package storetest
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"regexp"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/crashchild"
 )
 
 const (
@@ -50,44 +47,7 @@ func killedInsideWorkLeavesNeitherEffectNorKey(t testing.TB, h *Harness) {
 	// process per location (sqlitestore does), so this one steps aside
 	// and re-opens after the kill, as a restarted server would.
 	e.close(t)
-	top, _, _ := strings.Cut(t.Name(), "/")
-	cmd := exec.Command(os.Args[0], "-test.run=^"+regexp.QuoteMeta(top)+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+e.location)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), crashReady) {
-				ready <- nil
-				return
-			}
-		}
-		ready <- fmt.Errorf("child exited before writing its effect: %v", sc.Err())
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			t.Fatal(err)
-		}
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatal("child did not reach the work within 60s")
-	}
-	if err := cmd.Process.Kill(); err != nil { // SIGKILL
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	crashchild.Kill(t, []string{crashChildEnv + "=" + e.location}, crashReady)
 	e.open(t)
 
 	if n := e.effects(t, "crash"); n != 0 {
@@ -100,6 +60,7 @@ func killedInsideWorkLeavesNeitherEffectNorKey(t testing.TB, h *Harness) {
 	// release its lock; the key must come free, boundedly.
 	var got idem.Result
 	var replayed bool
+	var err error
 	for attempt := 0; ; attempt++ {
 		got, replayed, err = e.guard.Do(context.Background(), req("s", crashKey, "fp"), work)
 		if !errors.Is(err, idem.ErrInFlight) || attempt == 200 {

@@ -1,19 +1,16 @@
 package inboxtest
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"regexp"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/inbox"
+	"github.com/idemkit/idem/internal/crashchild"
 )
 
 const (
@@ -98,44 +95,7 @@ func killChild(t testing.TB, e *env, mode crashMode) {
 	// process per location (sqlitestore does), so this one steps aside
 	// and reopens after the kill, as a restarted consumer would.
 	e.close(t)
-	top, _, _ := strings.Cut(t.Name(), "/")
-	cmd := exec.Command(os.Args[0], "-test.run=^"+regexp.QuoteMeta(top)+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashModeEnv+"="+string(mode), crashLocationEnv+"="+e.location)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), crashReady) {
-				ready <- nil
-				return
-			}
-		}
-		ready <- fmt.Errorf("the child exited before it was ready: %v", sc.Err())
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			t.Fatal(err)
-		}
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatal("the child was not ready within 60s")
-	}
-	if err := cmd.Process.Kill(); err != nil { // SIGKILL
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	crashchild.Kill(t, []string{crashModeEnv + "=" + string(mode), crashLocationEnv + "=" + e.location}, crashReady)
 	e.open(t)
 }
 
