@@ -1,43 +1,20 @@
 package inboxtest
 
 import (
-	"context"
 	"errors"
 	"os"
 	"testing"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/storetest"
 )
 
-// Harness tells the suite how to drive one store.
-type Harness struct {
-	// NewLocation returns a fresh, empty location for one test case (a
-	// file path, a connection string) and registers its own clean-up
-	// with t. Required.
-	NewLocation func(t testing.TB) string
+// Harness tells the suite how to drive one store: it is the store's
+// storetest.Harness, of which the suite uses NewLocation, Open, Close,
+// Persistent, Effect and CountEffects (the inbox runs on the same Store
+// contract, so a store's conformance harness serves both suites).
+type Harness = storetest.Harness
 
-	// Open opens the store at location, creating what it needs (including
-	// the table that Effect writes to). Required.
-	Open func(ctx context.Context, location string) (idem.Store, error)
-
-	// Close closes a store returned by Open. Optional.
-	Close func(s idem.Store) error
-
-	// Persistent says that data survives Close and is reached again by
-	// Open from this or another process. The re-open and crash cases run
-	// only for persistent stores.
-	Persistent bool
-
-	// Effect writes one effect row called name through the transaction
-	// that ctx carries (see idem.TxFrom). Required.
-	Effect func(ctx context.Context, name string) error
-
-	// CountEffects returns how many committed effect rows called name s
-	// holds. Required.
-	CountEffects func(ctx context.Context, s idem.Store, name string) (int, error)
-}
-
-func (h *Harness) validate() error {
+func validate(h *Harness) error {
 	switch {
 	case h.NewLocation == nil:
 		return errors.New("inboxtest: Harness.NewLocation is required")
@@ -57,7 +34,7 @@ func (h *Harness) validate() error {
 // documentation).
 func Run(t *testing.T, h Harness) {
 	t.Helper()
-	if err := h.validate(); err != nil {
+	if err := validate(&h); err != nil {
 		t.Fatal(err)
 	}
 	if mode := os.Getenv(crashModeEnv); mode != "" {
