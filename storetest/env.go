@@ -12,29 +12,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testclock"
 )
-
-// clock is an injected clock for idem.Config.Now.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock {
-	return &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // env is one test case's store, guard and clock.
 type env struct {
@@ -42,14 +21,14 @@ type env struct {
 	location string
 	store    idem.Store
 	guard    *idem.Guard
-	clock    *clock
+	clock    *testclock.Clock
 }
 
 const testTTL = time.Hour
 
 func setup(t testing.TB, h *Harness) *env {
 	t.Helper()
-	e := &env{h: h, location: h.NewLocation(t), clock: newClock()}
+	e := &env{h: h, location: h.NewLocation(t), clock: testclock.New()}
 	e.open(t)
 	return e
 }

@@ -3,8 +3,6 @@ package storetest
 import (
 	"context"
 	"errors"
-	"maps"
-	"slices"
 	"strings"
 	"testing"
 
@@ -43,18 +41,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		t.Run(string(tt.mutation), func(t *testing.T) {
 			t.Parallel()
 			out := runSuite(t, refHarness(tt.mutation))
-			for _, name := range tt.caughtBy {
-				o, ok := out[name]
-				switch {
-				case !ok:
-					t.Errorf("case %s did not run", name)
-				case !o.Failed:
-					t.Errorf("case %s passed a store with the defect %s (skipped=%v)\n%s", name, tt.mutation, o.Skipped, o.Log)
-				case !strings.Contains(o.Log, "the store breaks the rule: "+ruleOf(name)):
-					t.Errorf("case %s failed without stating its rule:\n%s", name, o.Log)
-				}
-			}
-			t.Logf("failed cases: %s", strings.Join(failedCases(out), ", "))
+			tbrecord.Caught(t, out, string(tt.mutation), tt.caughtBy, "the store breaks the rule: ", ruleOf)
 		})
 	}
 }
@@ -106,16 +93,6 @@ func ruleOf(name string) string {
 		}
 	}
 	return "no case " + name
-}
-
-func failedCases(out map[string]tbrecord.Outcome) []string {
-	var names []string
-	for _, name := range slices.Sorted(maps.Keys(out)) {
-		if out[name].Failed {
-			names = append(names, name)
-		}
-	}
-	return names
 }
 
 // memHarness drives memstore through its exported API alone: the cases

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/internal/testclock"
 	"github.com/idemkit/idem/window"
 )
 
@@ -86,7 +87,7 @@ func TestDoConfirmsAfterTheCallerGaveUp(t *testing.T) {
 // another consumer takes the id, is Applied with ErrNotHeld.
 func TestDoAppliedButNotConfirmed(t *testing.T) {
 	t.Parallel()
-	c := newClock()
+	c := testclock.New()
 	m := newMemory(t, &window.MemoryConfig{Lease: time.Minute, Now: c.Now})
 	o, err := window.Do(context.Background(), m, "a", func(context.Context) error {
 		c.Advance(time.Minute)

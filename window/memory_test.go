@@ -11,36 +11,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/internal/testclock"
 	"github.com/idemkit/idem/window"
 	"github.com/idemkit/idem/window/windowtest"
 )
-
-// clock is an injected clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 func TestMemoryConformance(t *testing.T) {
 	for name, shards := range map[string]int{"Sharded": 0, "OneShard": 1} {
 		t.Run(name, func(t *testing.T) {
 			windowtest.Run(t, windowtest.Harness{
 				New: func(t testing.TB, lease, win time.Duration) (window.Window, func(time.Duration)) {
-					c := newClock()
+					c := testclock.New()
 					return newMemory(t, &window.MemoryConfig{Lease: lease, Window: win, Shards: shards, Now: c.Now}), c.Advance
 				},
 				Exact: true,
@@ -73,7 +54,7 @@ func reserve(t *testing.T, w window.Window, id string, want window.Status) windo
 func TestMemoryFullRefusesAndForgetsNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c := newClock()
+	c := testclock.New()
 	m := newMemory(t, &window.MemoryConfig{MaxIDs: 4, Shards: 1, Lease: time.Minute, Window: time.Hour, Now: c.Now})
 	var held []window.Reservation
 	for i := range 4 {
@@ -125,7 +106,7 @@ func TestMemoryFullRefusesAndForgetsNothing(t *testing.T) {
 func TestMemoryLateConfirmWhenFull(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c := newClock()
+	c := testclock.New()
 	m := newMemory(t, &window.MemoryConfig{MaxIDs: 1, Lease: time.Minute, Now: c.Now})
 	r := reserve(t, m, "a", window.Reserved)
 	c.Advance(time.Minute)
@@ -177,7 +158,7 @@ func TestMemoryBoundHoldsUnderConcurrency(t *testing.T) {
 func TestMemoryExpiresInDeadlineOrder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c := newClock()
+	c := testclock.New()
 	const lease, win, n = 10 * time.Second, 25 * time.Second, 12
 	m := newMemory(t, &window.MemoryConfig{Lease: lease, Window: win, Shards: 1, Now: c.Now})
 	start := c.Now()
@@ -219,7 +200,7 @@ func TestMemoryExpiresInDeadlineOrder(t *testing.T) {
 // step back; an id reserved after it keeps at least its whole lease.
 func TestMemoryClockSteppingBackExpiresNothingEarly(t *testing.T) {
 	t.Parallel()
-	c := newClock()
+	c := testclock.New()
 	m := newMemory(t, &window.MemoryConfig{Lease: time.Minute, Shards: 1, Now: c.Now})
 	reserve(t, m, "a", window.Reserved)
 	c.Advance(-time.Hour)

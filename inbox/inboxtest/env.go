@@ -5,45 +5,23 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/inbox"
+	"github.com/idemkit/idem/internal/testclock"
 )
-
-// clock is an injected clock for inbox.Config.Now.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock {
-	return &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // env is one case's store and clock.
 type env struct {
 	h        *Harness
 	location string
 	store    idem.Store
-	clock    *clock
+	clock    *testclock.Clock
 }
 
 func setup(t testing.TB, h *Harness) *env {
 	t.Helper()
-	e := &env{h: h, location: h.NewLocation(t), clock: newClock()}
+	e := &env{h: h, location: h.NewLocation(t), clock: testclock.New()}
 	e.open(t)
 	return e
 }

@@ -3,11 +3,11 @@ package inboxtest
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/tbrecord"
 	"github.com/idemkit/idem/memstore"
 )
 
@@ -134,17 +134,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		t.Run(string(tt.defect), func(t *testing.T) {
 			t.Parallel()
 			out := runSuite(t, brokenHarness(tt.defect))
-			for _, name := range tt.caughtBy {
-				r, ok := out[name]
-				switch {
-				case !ok:
-					t.Errorf("case %s did not run", name)
-				case !r.Failed:
-					t.Errorf("case %s passed a store that %s (skipped=%v)\n%s", name, tt.defect, r.Skipped, r.Log)
-				case !strings.Contains(r.Log, "the inbox breaks the rule: "+ruleOf(name)):
-					t.Errorf("case %s failed without stating its rule:\n%s", name, r.Log)
-				}
-			}
+			tbrecord.Caught(t, out, string(tt.defect), tt.caughtBy, "the inbox breaks the rule: ", ruleOf)
 		})
 	}
 }

@@ -125,3 +125,35 @@ func (r *recorder) Cleanup(f func()) {
 // Setenv and Chdir change the whole process: not for a recorded case.
 func (r *recorder) Setenv(string, string) { panic("tbrecord: Setenv in a recorded case") }
 func (r *recorder) Chdir(string)          { panic("tbrecord: Chdir in a recorded case") }
+
+// Caught checks a suite's run against an implementation with a known
+// defect: each case named in caughtBy must have run and failed, and its log
+// must state its rule, as statement followed by rule(name). It logs the
+// cases that failed.
+func Caught(t testing.TB, out map[string]Outcome, defect string, caughtBy []string, statement string, rule func(name string) string) {
+	t.Helper()
+	for _, name := range caughtBy {
+		o, ok := out[name]
+		switch {
+		case !ok:
+			t.Errorf("case %s did not run", name)
+		case !o.Failed:
+			t.Errorf("case %s passed despite the defect %s (skipped=%v)\n%s", name, defect, o.Skipped, o.Log)
+		case !strings.Contains(o.Log, statement+rule(name)):
+			t.Errorf("case %s failed without stating its rule:\n%s", name, o.Log)
+		}
+	}
+	t.Logf("failed cases: %s", strings.Join(FailedCases(out), ", "))
+}
+
+// FailedCases returns the names of the cases that failed, sorted.
+func FailedCases(out map[string]Outcome) []string {
+	var names []string
+	for name, o := range out {
+		if o.Failed {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}

@@ -47,3 +47,30 @@ func TestRunTimeout(t *testing.T) {
 		t.Errorf("got %+v, want a failure for the timeout", o)
 	}
 }
+
+func TestCaught(t *testing.T) {
+	t.Parallel()
+	rule := func(name string) string { return "rule of " + name }
+	out := map[string]Outcome{
+		"Stated":   {Failed: true, Log: "the thing breaks the rule: rule of Stated\n"},
+		"Unstated": {Failed: true, Log: "something went wrong\n"},
+		"Passed":   {},
+	}
+	for _, tt := range []struct {
+		caughtBy []string
+		failed   bool
+		log      string
+	}{
+		{[]string{"Stated"}, false, "failed cases: Stated, Unstated"},
+		{[]string{"Stated", "Passed"}, true, "case Passed passed despite the defect d"},
+		{[]string{"Unstated"}, true, "case Unstated failed without stating its rule"},
+		{[]string{"Missing"}, true, "case Missing did not run"},
+	} {
+		o := Run(t, strings.Join(tt.caughtBy, "+"), 0, func(tb testing.TB) {
+			Caught(tb, out, "d", tt.caughtBy, "the thing breaks the rule: ", rule)
+		})
+		if o.Failed != tt.failed || !strings.Contains(o.Log, tt.log) {
+			t.Errorf("Caught(%v): failed=%v, log %q; want failed=%v and %q", tt.caughtBy, o.Failed, o.Log, tt.failed, tt.log)
+		}
+	}
+}

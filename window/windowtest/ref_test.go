@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/internal/testclock"
 	"github.com/idemkit/idem/window"
 )
 
@@ -208,30 +209,10 @@ func (r *ref) ReleaseBatch(ctx context.Context, rs []window.Reservation) error {
 // fallbacks run.
 type single struct{ window.Window }
 
-// clock is an injected clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 func refHarness(mut mutation) Harness {
 	return Harness{
 		New: func(t testing.TB, lease, win time.Duration) (window.Window, func(time.Duration)) {
-			c := newClock()
+			c := testclock.New()
 			return newRef(lease, win, c.Now, mut), c.Advance
 		},
 		Exact: true,

@@ -1,13 +1,12 @@
 package windowtest
 
 import (
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/idemkit/idem/internal/tbrecord"
 	"time"
 
+	"github.com/idemkit/idem/internal/testclock"
 	"github.com/idemkit/idem/window"
 )
 
@@ -41,18 +40,7 @@ func TestSuiteCatchesBrokenWindows(t *testing.T) {
 		t.Run(string(tt.mutation), func(t *testing.T) {
 			t.Parallel()
 			out := runSuite(t, refHarness(tt.mutation))
-			for _, name := range tt.caughtBy {
-				o, ok := out[name]
-				switch {
-				case !ok:
-					t.Errorf("case %s did not run", name)
-				case !o.Failed:
-					t.Errorf("case %s passed a window with the defect %s (skipped=%v)\n%s", name, tt.mutation, o.Skipped, o.Log)
-				case !strings.Contains(o.Log, "the window breaks the rule: "+ruleOf(name)):
-					t.Errorf("case %s failed without stating its rule:\n%s", name, o.Log)
-				}
-			}
-			t.Logf("failed cases: %s", strings.Join(failedCases(out), ", "))
+			tbrecord.Caught(t, out, string(tt.mutation), tt.caughtBy, "the window breaks the rule: ", ruleOf)
 		})
 	}
 }
@@ -66,7 +54,7 @@ func TestSuitePassesIntactWindows(t *testing.T) {
 		"Reference": refHarness(intact),
 		"Memory": {
 			New: func(t testing.TB, lease, win time.Duration) (window.Window, func(time.Duration)) {
-				c := newClock()
+				c := testclock.New()
 				w, err := window.NewMemory(&window.MemoryConfig{Lease: lease, Window: win, Now: c.Now})
 				if err != nil {
 					t.Fatal(err)
@@ -83,7 +71,7 @@ func TestSuitePassesIntactWindows(t *testing.T) {
 			if len(out) != len(suite) {
 				t.Errorf("%d cases ran, want %d", len(out), len(suite))
 			}
-			for _, c := range failedCases(out) {
+			for _, c := range tbrecord.FailedCases(out) {
 				t.Errorf("case %s failed on an intact window:\n%s", c, out[c].Log)
 			}
 			for c, o := range out {
@@ -112,15 +100,4 @@ func TestRunOnRealTime(t *testing.T) {
 
 func TestRun(t *testing.T) {
 	Run(t, refHarness(intact))
-}
-
-func failedCases(out map[string]tbrecord.Outcome) []string {
-	var names []string
-	for name, o := range out {
-		if o.Failed {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	return names
 }
