@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/inbox"
+	"github.com/idemkit/idem/internal/benchpair"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
@@ -117,21 +118,7 @@ func benchInboxRatio(b *testing.B, store idem.Store, db *Database, conc int) {
 		wg.Wait()
 		return time.Since(start)
 	}
-	round(plain) // warm up both
-	round(withInbox)
-	var plainTime, inboxTime time.Duration
-	b.ResetTimer()
-	for i := 0; b.Loop(); i++ {
-		if i%2 == 0 {
-			plainTime += round(plain)
-			inboxTime += round(withInbox)
-		} else {
-			inboxTime += round(withInbox)
-			plainTime += round(plain)
-		}
-	}
-	n := float64(b.N * perRound)
-	b.ReportMetric(n/plainTime.Seconds(), "plain-msgs/s")
-	b.ReportMetric(n/inboxTime.Seconds(), "inbox-msgs/s")
-	b.ReportMetric(plainTime.Seconds()/inboxTime.Seconds(), "inbox/plain")
+	benchpair.Ratio(b, perRound, "msgs",
+		benchpair.Variant{Name: "plain", Round: func() time.Duration { return round(plain) }},
+		benchpair.Variant{Name: "inbox", Round: func() time.Duration { return round(withInbox) }})
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/benchpair"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/pgstore/internal/pgschema"
 )
@@ -384,23 +385,9 @@ func BenchmarkTransferRatio(b *testing.B, d Driver) {
 				wg.Wait()
 				return time.Since(start)
 			}
-			round(false) // warm up both
-			round(true)
-			var plain, guarded time.Duration
-			b.ResetTimer()
-			for i := 0; b.Loop(); i++ {
-				if i%2 == 0 {
-					plain += round(false)
-					guarded += round(true)
-				} else {
-					guarded += round(true)
-					plain += round(false)
-				}
-			}
-			n := float64(b.N * perRound)
-			b.ReportMetric(n/plain.Seconds(), "plain-ops/s")
-			b.ReportMetric(n/guarded.Seconds(), "idem-ops/s")
-			b.ReportMetric(plain.Seconds()/guarded.Seconds(), "idem/plain")
+			benchpair.Ratio(b, perRound, "ops",
+				benchpair.Variant{Name: "plain", Round: func() time.Duration { return round(false) }},
+				benchpair.Variant{Name: "idem", Round: func() time.Duration { return round(true) }})
 		})
 	}
 }
