@@ -16,7 +16,7 @@ const caseTimeout = 2 * time.Minute
 // reported), and returns their outcomes by case name.
 func runSuite(t *testing.T, h Harness) map[string]tbrecord.Outcome {
 	t.Helper()
-	if err := h.validate(); err != nil {
+	if err := h.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	out := make(map[string]tbrecord.Outcome)

@@ -79,7 +79,9 @@ const (
 // txEnds lists every TxEnd, in the order the suite tries them.
 var txEnds = []TxEnd{EndRollback, EndCommit, EndRollbackBegin, EndCommitBegin}
 
-func (h *Harness) validate() error {
+// Validate reports the first required field of h that is missing. Run
+// calls it, and so do other suites that take a Harness (inbox/inboxtest).
+func (h *Harness) Validate() error {
 	switch {
 	case h.NewLocation == nil:
 		return errors.New("storetest: Harness.NewLocation is required")
@@ -99,7 +101,7 @@ func (h *Harness) validate() error {
 // (see the package documentation).
 func Run(t *testing.T, h Harness) {
 	t.Helper()
-	if err := h.validate(); err != nil {
+	if err := h.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	if loc := os.Getenv(crashChildEnv); loc != "" {

@@ -1,7 +1,6 @@
 package inboxtest
 
 import (
-	"errors"
 	"os"
 	"testing"
 
@@ -14,28 +13,14 @@ import (
 // contract, so a store's conformance harness serves both suites).
 type Harness = storetest.Harness
 
-func validate(h *Harness) error {
-	switch {
-	case h.NewLocation == nil:
-		return errors.New("inboxtest: Harness.NewLocation is required")
-	case h.Open == nil:
-		return errors.New("inboxtest: Harness.Open is required")
-	case h.Effect == nil:
-		return errors.New("inboxtest: Harness.Effect is required")
-	case h.CountEffects == nil:
-		return errors.New("inboxtest: Harness.CountEffects is required")
-	}
-	return nil
-}
-
 // Run runs the suite against the store h describes, each case as a
 // subtest of t named after it. A failing case ends with the rule the inbox
 // broke, in words. Call Run from a top-level test (see the package
 // documentation).
 func Run(t *testing.T, h Harness) {
 	t.Helper()
-	if err := validate(&h); err != nil {
-		t.Fatal(err)
+	if err := h.Validate(); err != nil {
+		t.Fatalf("inboxtest: %v", err)
 	}
 	if mode := os.Getenv(crashModeEnv); mode != "" {
 		runCrashChild(h, crashMode(mode), os.Getenv(crashLocationEnv)) // never returns
