@@ -70,7 +70,7 @@ func Example_leased() {
 		}
 		_, err := run.LocalStep(ctx, "debit", func(ctx context.Context) ([]byte, error) {
 			tx, _ := memstore.TxFrom(ctx) // the step's transaction
-			b := 100 // the opening balance
+			b := 100                      // the opening balance
 			if v, ok := tx.Get("balance/acc-1"); ok {
 				b, _ = strconv.Atoi(v)
 			}
