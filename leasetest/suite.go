@@ -143,6 +143,55 @@ var suite = []testCase{
 		run:  abandonedHonoursItsLimit,
 	},
 
+	// The engine over the store: what a caller of idem.Leased sees
+	// (engine_cases.go).
+	{
+		name: "EngineReplaysACompletedCall",
+		rule: "through idem.Leased, a retry of a completed call is replayed with the recorded status, headers and body byte for byte, and the work does not run again (docs/DESIGN.md L1, E4)",
+		run:  engineReplaysACompletedCall,
+	},
+	{
+		name: "EngineRefusesAnotherFingerprint",
+		rule: "through idem.Leased, a call with another fingerprint fails with ErrMismatch, while the key is held and after it completed, and its work does not run (docs/DESIGN.md E5)",
+		run:  engineRefusesAnotherFingerprint,
+	},
+	{
+		name: "EngineAnswersInFlightDuringALiveLease",
+		rule: "through idem.Leased, a call during another's live lease fails at once with an *InFlightError whose RetryAfter is at least a second and at most the lease, and its work does not run (docs/DESIGN.md L1, E3)",
+		run:  engineAnswersInFlightDuringALiveLease,
+	},
+	{
+		name:   "EngineRunsConcurrentCallsOnce",
+		rule:   "through idem.Leased, concurrent calls of one key run the work once; every other call is in flight or replays its result (docs/DESIGN.md L1, E2)",
+		serial: true,
+		run:    engineRunsConcurrentCallsOnce,
+	},
+	{
+		name: "EngineResumesAfterAFailedAttempt",
+		rule: "through idem.Leased, a failed attempt releases the key with its steps, and the retry resumes after the last recorded step with its output without running it again (docs/DESIGN.md L3)",
+		run:  engineResumesAfterAFailedAttempt,
+	},
+	{
+		name: "EngineFencesAStaleHolder",
+		rule: "through idem.Leased, a holder whose lease was taken over while its work paused has its later step and its result refused with ErrFenced, and they are seen by no later holder (docs/DESIGN.md L2)",
+		run:  engineFencesAStaleHolder,
+	},
+	{
+		name: "EngineHeartbeatStopsAFencedHolder",
+		rule: "through idem.Leased with real heartbeats, a holder whose lease was taken over has its next heartbeat refused: its work's context is cancelled with a cause matching ErrFenced, its Do fails with ErrFenced, and its successor's result stands (docs/DESIGN.md L1, L2)",
+		run:  engineHeartbeatStopsAFencedHolder,
+	},
+	{
+		name: "EngineLocalStepsCommitWithTheirEffects",
+		rule: "through idem.Leased, a local step's effect commits with its recovery point and is not redone by the retry, and a local step that fails leaves no effect (docs/DESIGN.md L3)",
+		run:  engineLocalStepsCommitWithTheirEffects,
+	},
+	{
+		name: "CompleterFinishesAbandonedWork",
+		rule: "the completer finds the pending records whose lease has ended, and only those, runs their registered kind from the last recorded step and records the result, which the client's retry replays (docs/DESIGN.md L3, L5)",
+		run:  completerFinishesAbandonedWork,
+	},
+
 	// Durability, for persistent stores (persistence_cases.go).
 	{
 		name:       "PendingRecordAndStepsSurviveReopen",
