@@ -152,7 +152,7 @@ var suite = []testCase{
 	},
 	{
 		name: "EngineRefusesAnotherFingerprint",
-		rule: "through idem.Leased, a call with another fingerprint fails with ErrMismatch, while the key is held and after it completed, and its work does not run (docs/DESIGN.md E5)",
+		rule: "through idem.Leased, a call with another fingerprint fails with ErrMismatch, while the key is held and after it completed, and its work does not run (docs/DESIGN.md L1, E5)",
 		run:  engineRefusesAnotherFingerprint,
 	},
 	{
