@@ -66,8 +66,8 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 }
 
 // TestSuitePassesIntactStores runs the suite against memstore through the
-// wrapper that the mutants use, with nothing broken, and against the
-// persistent file store of this package's tests.
+// wrapper that the mutants use, with nothing broken (TestFileStoreConformance
+// runs it on a persistent store).
 func TestSuitePassesIntactStores(t *testing.T) {
 	t.Parallel()
 	for name, h := range map[string]Harness{"Memstore": mutantHarness(intact)} {

@@ -1,6 +1,7 @@
 package leasetest
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -13,11 +14,15 @@ const caseTimeout = 2 * time.Minute
 
 // runSuite runs every case of the suite that h's store qualifies for, one
 // after the other, each under a recorder (its failures are kept, not
-// reported), and returns their outcomes by case name.
+// reported), and returns their outcomes by case name. As Run does, it
+// plays the crash case's child when the test binary runs as one.
 func runSuite(t *testing.T, h Harness) map[string]tbrecord.Outcome {
 	t.Helper()
 	if err := h.Validate(); err != nil {
 		t.Fatal(err)
+	}
+	if loc := os.Getenv(crashChildEnv); loc != "" {
+		runCrashChild(h, loc) // never returns
 	}
 	out := make(map[string]tbrecord.Outcome)
 	for _, c := range suite {
