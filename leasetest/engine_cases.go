@@ -163,8 +163,11 @@ func engineRunsConcurrentCallsOnce(t testing.TB, h *Harness) {
 	runs := &counter{}
 	answered := make(chan struct{}, Claimers)
 	all := make(chan struct{})
+	var once sync.Once
 	work := func(context.Context, *idem.Run) (idem.Result, error) {
-		runs.add()
+		if runs.add() > 1 {
+			once.Do(func() { close(all) }) // a second run: fail at once
+		}
 		select {
 		case <-all:
 		case <-time.After(waitBound):
@@ -187,7 +190,7 @@ func engineRunsConcurrentCallsOnce(t testing.TB, h *Harness) {
 		for range Claimers - 1 {
 			<-answered
 		}
-		close(all)
+		once.Do(func() { close(all) })
 	}()
 	wg.Wait()
 	close(answers)
