@@ -293,10 +293,10 @@ func TestReportJSON(t *testing.T) {
 		Method, URL, Effects string
 		Counted              bool
 		Rules                []struct {
-			Rule                        int
-			Name, Status, Reason        string
-			EffectsBefore               *int64 `json:"effects_before"`
-			Exchanges                   []struct {
+			Rule                 int
+			Name, Status, Reason string
+			EffectsBefore        *int64 `json:"effects_before"`
+			Exchanges            []struct {
 				Status int
 				Digest string
 			}

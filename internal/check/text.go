@@ -64,4 +64,3 @@ func WriteText(w io.Writer, reports []*Report) error {
 	}
 	return nil
 }
-
