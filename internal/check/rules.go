@@ -60,8 +60,8 @@ func (r *runner) around(ctx context.Context, f func()) (int64, error) {
 
 // firstAccepted sends body with k and reports whether it was accepted;
 // when it was not, the rule is SKIP.
-func (r *runner) firstAccepted(ctx context.Context, k string, principal2 bool) (Exchange, bool) {
-	x := r.withKey(ctx, "first", k, principal2, r.e.Body)
+func (r *runner) firstAccepted(ctx context.Context, label, k string) (Exchange, bool) {
+	x := r.withKey(ctx, label, k, false, r.e.Body)
 	r.res.note("%s", x)
 	if !x.ok() {
 		r.res.set(Skip, "the first request was not accepted (%d %s), although the probe's was: nothing to compare with", x.Status, x.Error)
@@ -77,7 +77,7 @@ func (r *runner) retry(ctx context.Context) error {
 	var first, second Exchange
 	accepted := true
 	delta, err := r.around(ctx, func() {
-		if first, accepted = r.firstAccepted(ctx, k, false); accepted {
+		if first, accepted = r.firstAccepted(ctx, "first", k); accepted {
 			second = r.withKey(ctx, "retry", k, false, r.e.Body)
 			r.res.note("%s", second)
 		}
@@ -232,11 +232,12 @@ func (r *runner) differentBody(ctx context.Context) error {
 	}
 	r.res.note("second body: %s", what)
 	k := key("r3")
-	first, accepted := r.firstAccepted(ctx, k, false)
+	first, accepted := r.firstAccepted(ctx, "first", k)
 	if !accepted {
 		return nil
 	}
 	var second Exchange
+	r.window = " (around the different body)"
 	delta, err := r.around(ctx, func() {
 		second = r.withKey(ctx, "different body", k, false, body2)
 		r.res.note("%s", second)
@@ -247,7 +248,7 @@ func (r *runner) differentBody(ctx context.Context) error {
 	case second.Error != "":
 		r.res.set(Fail, "no answer: %s", second.Error)
 	case r.e.Effects != nil && delta != 0:
-		r.res.set(Fail, "the different request ran under the used key (%d effects, answered %d)", delta, second.Status)
+		r.res.set(Fail, "the different request ran under the used key (%d effect(s), answered %d)", delta, second.Status)
 	case second.ok() && second.same(first):
 		r.res.set(Fail, "the first request's result was replayed for a different request (%d, sha256 %s)", second.Status, second.Digest)
 	case second.ok():
@@ -272,10 +273,11 @@ func (r *runner) reordered(ctx context.Context) error {
 	}
 	r.res.note("reordered body: %s", what)
 	k := key("r4")
-	first, accepted := r.firstAccepted(ctx, k, false)
+	first, accepted := r.firstAccepted(ctx, "first", k)
 	if !accepted {
 		return nil
 	}
+	r.window = " (around the reordered request and the identical retry)"
 	before, err := r.counted(ctx, true)
 	if err != nil {
 		return err
@@ -342,7 +344,7 @@ func (r *runner) missingKey(ctx context.Context) error {
 	case x.Error != "":
 		r.res.set(Fail, "no answer: %s", x.Error)
 	case r.e.Effects != nil && delta != 0:
-		r.res.set(Fail, "ran without a key (%d effects, answered %d): a retry of it would run again", delta, x.Status)
+		r.res.set(Fail, "ran without a key (%d effect(s), answered %d): a retry of it would run again", delta, x.Status)
 	case x.ok():
 		r.res.set(Fail, "accepted without a key (%d): a retry of it would run again (if the key is optional, say so)", x.Status)
 	case x.Status == http.StatusBadRequest:
@@ -416,13 +418,12 @@ func (r *runner) otherPrincipal(ctx context.Context) error {
 		return nil
 	}
 	k := key("r7")
-	a, accepted := r.firstAccepted(ctx, k, false)
+	a, accepted := r.firstAccepted(ctx, "principal 1", k)
 	if !accepted {
 		return nil
 	}
-	a.Label = "principal 1"
-	r.res.Exchanges[len(r.res.Exchanges)-1].Label = a.Label
 	var b, a2 Exchange
+	r.window = " (around principal 2's request)"
 	delta, err := r.around(ctx, func() {
 		b = r.withKey(ctx, "principal 2", k, true, r.e.Body)
 		r.res.note("%s", b)

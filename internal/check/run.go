@@ -48,12 +48,15 @@ func Run(ctx context.Context, d Doer, e Endpoint) (*Report, error) {
 			continue
 		}
 		t0 := time.Now()
-		r.res, r.t0 = &res, t0
+		r.res, r.t0, r.window = &res, t0, ""
 		if err := rule.run(r, ctx); err != nil {
 			rep.Error = fmt.Sprintf("rule %d: %v", rule.n, err)
 			res.set(Skip, "stopped: %v", err)
 		}
 		res.Millis = ms(time.Since(t0))
+		if b, a := res.EffectsBefore, res.EffectsAfter; b != nil && a != nil {
+			res.note("effects%s: %d → %d (%+d)", r.window, *b, *a, *a-*b)
+		}
 		rep.Results = append(rep.Results, res)
 	}
 	rep.tally()
@@ -81,8 +84,9 @@ type runner struct {
 	seen     map[[32]byte]bool // distinct 2xx answers not marked as replays
 	unmarked int64             // 2xx answers not marked as replays
 
-	res *Result // the rule running
-	t0  time.Time
+	res    *Result // the rule running
+	t0     time.Time
+	window string // which requests the rule's effects figures span, if not all
 }
 
 // inferred is the estimate of the effects caused, without a counter.
@@ -169,7 +173,6 @@ func (r *runner) counted(ctx context.Context, before bool) (int64, error) {
 		r.res.EffectsBefore = &v
 	} else {
 		r.res.EffectsAfter = &v
-		r.res.note("effects: %d → %d (%+d)", *r.res.EffectsBefore, n, n-*r.res.EffectsBefore)
 	}
 	return n, nil
 }
