@@ -176,5 +176,10 @@ func (g *Guard) replay(rec *Record, req Request) (Result, bool, error) {
 	if rec.Fingerprint != req.Fingerprint {
 		return Result{}, false, ErrMismatch
 	}
+	if rec.State == StatePending {
+		// A leased claim of the same key (a route that changed modes): it
+		// is in flight, not a result.
+		return Result{}, false, &InFlightError{RetryAfter: g.cfg.InFlightRetryAfter}
+	}
 	return rec.Result, true, nil
 }

@@ -7,8 +7,8 @@ type State string
 
 // Record states. Atomic-mode stores only ever hold completed records: the
 // claim of a key in progress is a lock that belongs to the transaction and is
-// never committed. StatePending is reserved for leased mode, where a claim is
-// committed with a lease before the work runs elsewhere.
+// never committed. StatePending is leased mode's: a claim committed with a
+// lease before the work runs (see LeasedStore).
 const (
 	StateCompleted State = "completed"
 	StatePending   State = "pending"
@@ -48,11 +48,41 @@ type Record struct {
 	State       State
 	Result      Result
 	CreatedAt   time.Time
-	ExpiresAt   time.Time
+	// ExpiresAt is when a completed record expires. Leased stores write a
+	// pending record with ExpiresAt = PendingExpiresAt, so that atomic-mode
+	// paths (Begin, the sweeper) treat it as live.
+	ExpiresAt time.Time
+
+	// The fields below are those of leased mode (see LeasedStore); they
+	// are zero in atomic stores.
+
+	// Token is the fencing token of the current holder of a pending
+	// record: it grows at every claim, so a writer holding an older token
+	// is refused.
+	Token int64
+	// LeaseUntil is when the current lease of a pending record ends; from
+	// then on the record may be claimed again.
+	LeaseUntil time.Time
+	// Kind names the registered work that a completer runs to finish the
+	// record, and Input is what that work needs (opaque bytes).
+	Kind  string
+	Input []byte
+	// Attempts counts the claims of the record, the first included.
+	Attempts int
+	// LastError is the error of the last attempt that released the record
+	// without completing it, if any.
+	LastError string
 }
 
-// Expired reports whether the record has expired at now. A record expires at
-// ExpiresAt: from that instant on it behaves as if it did not exist.
+// PendingExpiresAt is the ExpiresAt that leased stores keep on a pending
+// record: a pending record never expires (it is completed, or reported). It
+// is far enough to be never reached and near enough to fit in the int64
+// nanoseconds some stores keep.
+var PendingExpiresAt = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Expired reports whether the record has expired at now. A completed record
+// expires at ExpiresAt: from that instant on it behaves as if it did not
+// exist. A pending record never expires.
 func (r *Record) Expired(now time.Time) bool {
-	return !now.Before(r.ExpiresAt)
+	return r.State != StatePending && !now.Before(r.ExpiresAt)
 }

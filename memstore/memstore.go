@@ -28,6 +28,7 @@ type Store struct {
 	records map[recordKey]idem.Record
 	locks   map[recordKey]bool
 	values  map[string]string
+	steps   map[recordKey][]idem.Step // leased mode's recovery points
 }
 
 var (
@@ -43,6 +44,7 @@ func New() *Store {
 		records: make(map[recordKey]idem.Record),
 		locks:   make(map[recordKey]bool),
 		values:  make(map[string]string),
+		steps:   make(map[recordKey][]idem.Step),
 	}
 }
 
