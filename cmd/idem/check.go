@@ -104,7 +104,7 @@ func (c *checkCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&f.effectsPath, "effects-path", "", "with --effects-url: the number's dotted path, such as count, data.total, items.0.n, or items.# for an array's length; empty: the whole answer")
 	fs.StringVar(&f.effectsCmd, "effects-cmd", "", "count effects by running this with sh -c: it prints a number (a SQL query, anything)")
 	fs.StringVar(&f.d2, "d2", "", "rule 3's different body, or @FILE (default: the -d body with one JSON member changed)")
-	plan := fs.String("plan", "", "audit every endpoint of this JSON file, in one report (docs/CHECK.md); the flags are their defaults")
+	plan := fs.String("plan", "", "audit every endpoint of this JSON or YAML (.yaml, .yml) file, in one report (docs/CHECK.md); the flags are their defaults")
 	fs.DurationVar(&f.timeout, "timeout", check.DefaultTimeout, "bound on each request and each count")
 
 	// Flags may follow the URL, as with curl: parse, take one argument,

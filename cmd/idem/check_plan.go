@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"sigs.k8s.io/yaml"
 )
 
 // planFile is the --plan format: a list of endpoints, each field
@@ -36,19 +38,25 @@ type planEndpoint struct {
 // loadPlan reads a plan and returns its endpoints, each one's fields
 // defaulting to f.
 func loadPlan(path string, f checkFlags) ([]checkTarget, error) {
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".yaml", ".yml":
-		return nil, usageError{fmt.Sprintf("check: --plan %s: YAML plans are not supported yet; write the plan in JSON (docs/CHECK.md)", path)}
-	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, usageError{fmt.Sprintf("check: --plan: %v", err)}
+	}
+	format := "JSON"
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml":
+		// The same plan in YAML: converted to JSON, then read as JSON, so
+		// both formats accept exactly the same fields.
+		format = "YAML"
+		if b, err = yaml.YAMLToJSON(b); err != nil {
+			return nil, usageError{fmt.Sprintf("check: --plan %s: not a YAML plan: %v", path, err)}
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var p planFile
 	if err := dec.Decode(&p); err != nil {
-		return nil, usageError{fmt.Sprintf("check: --plan %s: not a JSON plan: %v", path, err)}
+		return nil, usageError{fmt.Sprintf("check: --plan %s: not a %s plan: %v", path, format, err)}
 	}
 	if len(p.Endpoints) == 0 {
 		return nil, usageError{fmt.Sprintf("check: --plan %s: no endpoints", path)}

@@ -356,3 +356,39 @@ func TestCheckUsageErrors(t *testing.T) {
 		t.Errorf("idem help does not list check:\n%s", help.String())
 	}
 }
+
+// A YAML plan is the JSON plan written in YAML: same fields, same report.
+func TestCheckPlanYAML(t *testing.T) {
+	t.Parallel()
+	good := httptest.NewServer(checktest.New(checktest.Config{}))
+	t.Cleanup(good.Close)
+	plan := fmt.Sprintf(`endpoints:
+  - name: payments
+    url: %s
+    body:
+      to: bob
+      amount: 10
+    headers: ["Authorization: Bearer alice"]
+    principal2: ["Authorization: Bearer bob"]
+    effects_url: %s
+    effects_path: count
+`, good.URL+"/payments", good.URL+"/payments/count")
+	path := filepath.Join(t.TempDir(), "plan.yml")
+	if err := os.WriteFile(path, []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := (&Main{Stdout: &out, Stderr: io.Discard}).Run(context.Background(), []string{"check", "--plan", path, "--json"})
+	var o checkOutput
+	if jerr := json.Unmarshal(out.Bytes(), &o); jerr != nil || err != nil || len(o.Endpoints) != 1 {
+		t.Fatalf("err %v, %v\n%s", err, jerr, out.String())
+	}
+	if got, want := o.statuses(0), checktest.Expected(checktest.Correct); !maps.Equal(got, want) || !o.Endpoints[0].Counted {
+		t.Errorf("verdicts %v (counted %v), want %v counted", got, o.Endpoints[0].Counted, want)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	_ = os.WriteFile(bad, []byte("endpoints: [unclosed\n"), 0o644)
+	if err := (&Main{Stdout: io.Discard, Stderr: io.Discard}).Run(context.Background(), []string{"check", "--plan", bad}); !errors.As(err, new(usageError)) {
+		t.Errorf("a malformed YAML plan: err %v, want a usage error", err)
+	}
+}
