@@ -94,7 +94,7 @@ type Config struct {
 	// (the audit's concurrency). Defaults to 20.
 	Burst int
 	// Idle is how long an execution waits for one more request with its
-	// key. Defaults to 250 ms.
+	// key. Defaults to 500 ms.
 	Idle time.Duration
 	// ConstantBody answers every payment 201 with the same body, so that
 	// answers do not tell executions apart.
@@ -143,7 +143,7 @@ func New(cfg Config) *Server {
 		cfg.Burst = check.DefaultConcurrency
 	}
 	if cfg.Idle == 0 {
-		cfg.Idle = 250 * time.Millisecond
+		cfg.Idle = 500 * time.Millisecond
 	}
 	return &Server{cfg: cfg, records: map[recordKey]*record{}, arrivals: map[recordKey]*arrival{}}
 }
