@@ -7,6 +7,7 @@
 //	idem sweep    delete expired records once
 //	idem inspect  show one record
 //	idem check    audit an HTTP endpoint's duplicate path
+//	idem import   apply a CSV of transfers, re-runnable after a crash
 //
 // Run "idem <command> -h" for a command's flags.
 package main
@@ -57,6 +58,7 @@ Commands:
 	sweep    delete expired idempotency records once
 	inspect  show one idempotency record
 	check    audit any HTTP endpoint's duplicate path (retries, duplicates, keys)
+	import   apply a CSV of transfers to the ledger; re-running it applies nothing twice
 
 Run "idem <command> -h" for a command's flags.
 `
@@ -86,6 +88,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&inspectCommand{Main: m}).Run(ctx, rest)
 	case "check":
 		return (&checkCommand{Main: m}).Run(ctx, rest)
+	case "import":
+		return (&importCommand{Main: m}).Run(ctx, rest)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(m.Stdout, usage)
 		return nil
