@@ -210,7 +210,6 @@ func (c *importCommand) print(sum *importSummary, asJSON bool) {
 		return
 	}
 	w := c.Stdout
-	fmt.Fprintf(w, "batch %s: %d row(s) in %s\n", sum.BatchID, sum.Rows, sum.File)
 	list := func(title string, lines []importLine) {
 		if len(lines) == 0 {
 			return
@@ -232,10 +231,12 @@ func (c *importCommand) print(sum *importSummary, asJSON bool) {
 		}
 	}
 	if len(sum.Malformed) > 0 {
+		fmt.Fprintf(w, "%s: %d malformed line(s); nothing applied\n", sum.File, len(sum.Malformed))
 		list("malformed", sum.Malformed)
-		fmt.Fprintf(w, "nothing applied: fix the file (a fixed file is a new batch unless you give -batch)\n")
+		fmt.Fprintf(w, "fix the file and import it again (a fixed file is a new batch unless you give -batch)\n")
 		return
 	}
+	fmt.Fprintf(w, "batch %s: %d row(s) in %s\n", sum.BatchID, sum.Rows, sum.File)
 	fmt.Fprintf(w, "applied %d, replayed %d, refused %d, failed %d (%.1f s)\n", sum.Applied, sum.Replayed, sum.Refused, sum.Failed, sum.Seconds)
 	list("refused", sum.Refusals)
 	list("failed (not applied; run the import again)", sum.Failures)

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http/httptest"
 	"os"
@@ -288,5 +290,204 @@ func (l *importLedger) checkApplied(t *testing.T, f *importFile) {
 		if got := l.int(t, `SELECT balance FROM accounts WHERE id = '`+id+`'`); got != f.want[id] {
 			t.Errorf("balance of %s = %d, want %d", id, got, f.want[id])
 		}
+	}
+}
+
+func writeCSV(t *testing.T, lines ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "in.csv")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A file with malformed lines is applied nowhere, its good rows included:
+// every malformed line is reported by its number, in text and in JSON,
+// and the exit status is 1.
+func TestImportMalformedFileAppliesNothing(t *testing.T) {
+	t.Parallel()
+	l := newImportLedger(t, false)
+	file := writeCSV(t,
+		"id,from,to,amount",
+		"r1,a0,a1,5",
+		"r2,a0,a1",
+		"r1,a0,a2,5",
+		"r4,a0,a0,5",
+		"r5,a0,a1,-5",
+		",a0,a1,5",
+		"r7,a0,a1,12.50",
+		"r8,a0,a1,5",
+	)
+	want := map[int]string{3: "3 fields", 4: "already used on line 2", 5: "same account", 6: "not positive", 7: "id: empty", 8: "not an integer"}
+	sum, code, _ := runImport(t, "-db", l.db, file)
+	if code != 1 || sum.Applied+sum.Replayed+sum.Refused+sum.Failed != 0 {
+		t.Errorf("exit %d, %+v; want exit 1 and nothing run", code, sum)
+	}
+	got := map[int]string{}
+	for _, m := range sum.Malformed {
+		got[m.Line] = m.Reason
+	}
+	if len(got) != len(want) {
+		t.Errorf("malformed lines %v, want lines %v", sum.Malformed, want)
+	}
+	for line, w := range want {
+		if !strings.Contains(got[line], w) {
+			t.Errorf("line %d: %q, want it to say %q", line, got[line], w)
+		}
+	}
+	// The text form names the lines too.
+	out, err := exec.Command(binary, "import", "-db", l.db, file).CombinedOutput()
+	if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 1 {
+		t.Errorf("text form: %v, want exit 1", err)
+	}
+	for line := range want {
+		if !strings.Contains(string(out), fmt.Sprintf("line %d: ", line)) {
+			t.Errorf("text form lacks line %d:\n%s", line, out)
+		}
+	}
+	if !strings.Contains(string(out), "nothing applied") {
+		t.Errorf("text form does not say nothing was applied:\n%s", out)
+	}
+	if n := l.int(t, `SELECT count(*) FROM transfers`); n != 0 {
+		t.Errorf("%d transfers after a malformed file, want 0", n)
+	}
+}
+
+// The --json summary has a fixed shape: every member always present, the
+// lists empty rather than absent.
+func TestImportJSONShape(t *testing.T) {
+	t.Parallel()
+	l := newImportLedger(t, false)
+	file := writeCSV(t, "id,from,to,amount", "r1,a0,a1,5", "r2,a0,ghost,5")
+	out, err := exec.Command(binary, "import", "-db", l.db, "--json", file).Output()
+	if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit: %v, want 1 (a row refused)", err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	members := slices.Sorted(func(yield func(string) bool) {
+		for k := range got {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	want := []string{"applied", "batch_id", "failed", "failures", "file", "malformed", "refusals", "refused", "replayed", "rows", "seconds"}
+	if !reflect.DeepEqual(members, want) {
+		t.Errorf("members %v, want %v", members, want)
+	}
+	if got["applied"] != 1.0 || got["refused"] != 1.0 || got["rows"] != 2.0 || got["file"] != file {
+		t.Errorf("summary %s", out)
+	}
+	if !strings.HasPrefix(got["batch_id"].(string), "sha256:") || len(got["batch_id"].(string)) != len("sha256:")+64 {
+		t.Errorf("default batch id %v, want sha256: and 64 hex digits", got["batch_id"])
+	}
+	refusals, _ := got["refusals"].([]any)
+	if len(refusals) != 1 {
+		t.Fatalf("refusals %v, want one", got["refusals"])
+	}
+	r := refusals[0].(map[string]any)
+	if r["line"] != 3.0 || r["id"] != "r2" || !strings.HasPrefix(r["reason"].(string), "unknown-account:") {
+		t.Errorf("refusal %v, want line 3, row r2, unknown-account", r)
+	}
+	if f, ok := got["failures"].([]any); !ok || len(f) != 0 {
+		t.Errorf("failures %v, want []", got["failures"])
+	}
+}
+
+// -batch names the batch: the transfers show it in GET /transfers of idem
+// serve on the same file, a re-run of the same file as the same batch
+// replays, and a row changed under the same batch and id is refused as a
+// mismatch, not applied. While idem serve holds the SQLite file, import
+// says so and applies nothing.
+func TestImportExplicitBatchShowsInTransfers(t *testing.T) {
+	t.Parallel()
+	l := newImportLedger(t, false)
+	file := writeCSV(t, "id,from,to,amount", "r1,a0,a1,5", "r2,a1,a2,7")
+	sum, code, stderr := runImport(t, "-db", l.db, "-batch", "payroll-2026-05", file)
+	if code != 0 || sum.BatchID != "payroll-2026-05" || sum.Applied != 2 {
+		t.Fatalf("exit %d, %+v\n%s", code, sum, stderr)
+	}
+	changed := writeCSV(t, "id,from,to,amount", "r1,a0,a1,5", "r2,a1,a2,8", "r3,a2,a3,9")
+	sum, code, _ = runImport(t, "-db", l.db, "-batch", "payroll-2026-05", changed)
+	if code != 1 || sum.Replayed != 1 || sum.Refused != 1 || sum.Applied != 1 {
+		t.Errorf("changed file as the same batch: exit %d, %+v; want r1 replayed, r2 refused, r3 applied", code, sum)
+	} else if r := sum.Refusals[0]; r.ID != "r2" || r.Line != 3 || !strings.Contains(r.Reason, "mismatch") {
+		t.Errorf("refusal %+v, want r2 on line 3, a mismatch", r)
+	}
+
+	s := startServe(t, "-db", l.db)
+	status, body := s.do(t, "GET", "/transfers", "", "")
+	var list struct{ Transfers []transfers.Transfer }
+	if status != 200 || json.Unmarshal([]byte(body), &list) != nil || len(list.Transfers) != 3 {
+		t.Fatalf("GET /transfers: %d %s", status, body)
+	}
+	for i, want := range []struct {
+		row    string
+		amount int64
+	}{{"r1", 5}, {"r2", 7}, {"r3", 9}} {
+		if tr := list.Transfers[i]; tr.BatchID != "payroll-2026-05" || tr.RowID != want.row || tr.Amount != want.amount {
+			t.Errorf("transfer %d: %+v, want batch payroll-2026-05, row %s, amount %d", i, tr, want.row, want.amount)
+		}
+	}
+	// serve holds the file: import refuses to start, and says why.
+	_, code, stderr = runImportText(t, "-db", l.db, file)
+	if code != 1 || !strings.Contains(stderr, "in use by another process") || !strings.Contains(stderr, "stop idem serve") {
+		t.Errorf("import beside serve: exit %d\n%s\nwant exit 1 saying the file is in use", code, stderr)
+	}
+	if n := s.transferCount(t); n != 3 {
+		t.Errorf("%d transfers after the refused import, want 3", n)
+	}
+	s.stop(t)
+}
+
+// runImportText runs idem import without --json.
+func runImportText(t *testing.T, args ...string) (string, int, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(binary, append([]string{"import"}, args...)...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), code, stderr.String()
+}
+
+func TestImportUsageErrors(t *testing.T) {
+	t.Parallel()
+	file := writeCSV(t, "id,from,to,amount", "r1,a0,a1,5")
+	for _, args := range [][]string{
+		{},
+		{file, file},
+		{"-concurrency", "-1", file},
+		{"-ttl", "0s", file},
+		{"-batch", " padded", file},
+		{"-batch", strings.Repeat("b", 256), file},
+		{"-nope", file},
+	} {
+		err := (&Main{Stdout: io.Discard, Stderr: io.Discard}).Run(context.Background(), append([]string{"import"}, args...))
+		if !errors.As(err, new(usageError)) {
+			t.Errorf("idem import %v: %v, want a usage error", args, err)
+		}
+	}
+	var out bytes.Buffer
+	if err := (&Main{Stdout: &out, Stderr: io.Discard}).Run(context.Background(), []string{"import", "-h"}); !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "Usage: idem import") {
+		t.Errorf("idem import -h: %v\n%s", err, out.String())
+	}
+	// A SQLite path with no file is refused, not created.
+	missing := filepath.Join(t.TempDir(), "typo.db")
+	err := (&Main{Stdout: io.Discard, Stderr: io.Discard}).Run(context.Background(), []string{"import", "-db", missing, file})
+	if err == nil || !strings.Contains(err.Error(), "no database there") {
+		t.Errorf("import into a missing file: %v, want no database there", err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("import created %s", missing)
 	}
 }
