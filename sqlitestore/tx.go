@@ -21,17 +21,22 @@ type Tx struct {
 }
 
 // TxFrom returns the *sql.Tx that the work passed to idem.Guard.Do runs in,
-// and whether ctx carries one of this package's transactions.
+// and whether ctx carries one of this package's transactions. A
+// transaction wrapped by another (a tracing wrapper such as idemotel's)
+// is found through its Unwrap() idem.Tx method.
 func TxFrom(ctx context.Context) (*sql.Tx, bool) {
 	tx, ok := idem.TxFrom(ctx)
-	if !ok {
-		return nil, false
+	for ok {
+		if t, own := tx.(*Tx); own {
+			return t.tx, true
+		}
+		w, wraps := tx.(interface{ Unwrap() idem.Tx })
+		if !wraps {
+			break
+		}
+		tx = w.Unwrap()
 	}
-	t, ok := tx.(*Tx)
-	if !ok {
-		return nil, false
-	}
-	return t.tx, true
+	return nil, false
 }
 
 // Handle implements idem.Tx; it returns the *sql.Tx.
