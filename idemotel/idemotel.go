@@ -15,14 +15,15 @@
 //     (gRPC) and the time the middleware took. An outcome that means the
 //     server failed (unavailable, error, panic, response_too_large) sets
 //     the span's status to Error.
+//
 //   - WrapStore wraps the idem.Store a Guard drives, and adds a span event
 //     per store call: "idem.store.begin" (result: new, record, in_flight
 //     or error), "idem.store.commit" (ok, conflict or error) and
 //     "idem.store.rollback", each with its duration in milliseconds.
 //
-//	obs := idemotel.NewObserver()
-//	guard, _ := idem.New(idemotel.WrapStore(store), nil)
-//	mw, _ := idemhttp.New(guard, &idemhttp.Config{Observer: obs})
+//     obs := idemotel.NewObserver()
+//     guard, _ := idem.New(idemotel.WrapStore(store), nil)
+//     mw, _ := idemhttp.New(guard, &idemhttp.Config{Observer: obs})
 //
 // See docs/ECOSYSTEM.md.
 package idemotel

@@ -27,7 +27,7 @@ import (
 // connections only as they are needed.
 const defaultPool = 16
 
-const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://…] [-idempotency on|off] [-ttl 24h] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]]
+const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://…] [-idempotency on|off] [-ttl 24h] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]] [-otlp URL]
 
 serve runs the transfers service: PUT and GET /accounts/{id}, POST /transfers
 (Idempotency-Key required), GET /transfers[?limit=N] and /transfers/{id},
@@ -57,6 +57,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	consume := fs.String("consume", "", "also consume transfer commands from this broker URL: nats://host:4222 (JetStream) or amqp://user:pass@host:5672/vhost (RabbitMQ)")
 	queue := fs.String("consume-queue", defaultConsumeQueue, "with -consume: the subject (NATS) or queue (RabbitMQ) to consume; 1 to 64 ASCII letters, digits, - and _")
 	consumeTTL := fs.Duration("consume-ttl", inbox.DefaultTTL, "with -consume: how long a message id is remembered; a duplicate arriving later is applied again")
+	otlp := fs.String("otlp", "", "export traces over OTLP/HTTP to this collector base URL (http://127.0.0.1:4318); defaults to OTEL_EXPORTER_OTLP_ENDPOINT, and to no tracing when neither is set")
 	if err := c.parse(fs, args, serveSynopsis); err != nil {
 		return err
 	}
@@ -119,8 +120,13 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	tr, err := setupTracing(ctx, *otlp, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer tr.shutdown(log)
 	if *mode == "on" {
-		if cfg.Guard, err = idem.New(b.store, &idem.Config{TTL: *ttl}); err != nil {
+		if cfg.Guard, err = idem.New(tr.store(b.store), &idem.Config{TTL: *ttl}); err != nil {
 			return err
 		}
 		if d, ok := b.store.(idem.ExpiredDeleter); ok {
@@ -168,7 +174,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	var running atomic.Int64
 	srv := &http.Server{
-		Handler:           countRunning(svc, &running),
+		Handler:           tr.handler(countRunning(svc, &running)),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       *idle,
 	}
