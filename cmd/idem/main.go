@@ -6,6 +6,7 @@
 //	idem bench    measure overhead, replay and duplicate storms
 //	idem sweep    delete expired records once
 //	idem inspect  show one record
+//	idem check    audit an HTTP endpoint's duplicate path
 //
 // Run "idem <command> -h" for a command's flags.
 package main
@@ -55,6 +56,7 @@ Commands:
 	bench    measure overhead, replay and duplicate storms
 	sweep    delete expired idempotency records once
 	inspect  show one idempotency record
+	check    audit any HTTP endpoint's duplicate path (retries, duplicates, keys)
 
 Run "idem <command> -h" for a command's flags.
 `
@@ -82,6 +84,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&sweepCommand{Main: m}).Run(ctx, rest)
 	case "inspect":
 		return (&inspectCommand{Main: m}).Run(ctx, rest)
+	case "check":
+		return (&checkCommand{Main: m}).Run(ctx, rest)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(m.Stdout, usage)
 		return nil
