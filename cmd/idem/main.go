@@ -5,6 +5,7 @@
 //	idem demo     reproduce the incident three ways and audit the ledger
 //	idem bench    measure overhead, replay and duplicate storms
 //	idem sweep    delete expired records once
+//	idem complete finish abandoned payouts once (one completer pass)
 //	idem inspect  show one record
 //
 // Run "idem <command> -h" for a command's flags.
@@ -54,6 +55,7 @@ Commands:
 	demo     reproduce the incident three ways and audit the ledger
 	bench    measure overhead, replay and duplicate storms
 	sweep    delete expired idempotency records once
+	complete finish abandoned payouts once (one completer pass)
 	inspect  show one idempotency record
 
 Run "idem <command> -h" for a command's flags.
@@ -80,6 +82,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&benchCommand{Main: m}).Run(ctx, rest)
 	case "sweep":
 		return (&sweepCommand{Main: m}).Run(ctx, rest)
+	case "complete":
+		return (&completeCommand{Main: m}).Run(ctx, rest)
 	case "inspect":
 		return (&inspectCommand{Main: m}).Run(ctx, rest)
 	case "help", "-h", "-help", "--help":

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp/idemprom"
 	"github.com/idemkit/idem/inbox"
 	"github.com/idemkit/idem/internal/transfers"
@@ -79,4 +80,60 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(poolAcquires, prometheus.CounterValue, float64(s.AcquireCount()))
 	ch <- prometheus.MustNewConstMetric(poolEmptyAcquires, prometheus.CounterValue, float64(s.EmptyAcquireCount()))
 	ch <- prometheus.MustNewConstMetric(poolAcquireWait, prometheus.CounterValue, s.EmptyAcquireWaitTime().Seconds())
+}
+
+// completerMetrics are the completer's series:
+//
+//   - idem_completer_records_total{kind,outcome}: abandoned records a pass
+//     handled, by outcome (completed, failed, skipped, unknown-kind,
+//     unavailable). A growing failed count says the provider gives no
+//     definitive answer, or the store fails;
+//   - idem_completer_stuck_records: the records the last pass found
+//     pending past -report-after (each also logged at ERROR as needing a
+//     human). Alert when it is above zero;
+//   - idem_completer_passes_total{result}: passes, ok or failed (the store
+//     could not list the abandoned records).
+type completerMetrics struct {
+	records *prometheus.CounterVec
+	stuck   prometheus.Gauge
+	passes  *prometheus.CounterVec
+}
+
+func newCompleterMetrics(reg prometheus.Registerer, kinds ...string) *completerMetrics {
+	m := &completerMetrics{
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "idem", Subsystem: "completer", Name: "records_total",
+			Help: "Abandoned leased records handled by the completer, by kind and outcome.",
+		}, []string{"kind", "outcome"}),
+		stuck: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "idem", Subsystem: "completer", Name: "stuck_records",
+			Help: "Records the last completer pass found pending past -report-after: they need a human.",
+		}),
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "idem", Subsystem: "completer", Name: "passes_total",
+			Help: "Completer passes, by result (ok, or failed: the store could not list the abandoned records).",
+		}, []string{"result"}),
+	}
+	reg.MustRegister(m.records, m.stuck, m.passes)
+	for _, k := range kinds {
+		for _, o := range []string{idem.CompleterCompleted, idem.CompleterFailed, idem.CompleterSkipped, idem.CompleterUnknownKind, idem.CompleterUnavailable} {
+			m.records.WithLabelValues(k, o)
+		}
+	}
+	m.passes.WithLabelValues("ok")
+	m.passes.WithLabelValues("failed")
+	return m
+}
+
+func (m *completerMetrics) observe(e idem.CompleterEvent) {
+	m.records.WithLabelValues(e.Kind, e.Outcome).Inc()
+}
+
+func (m *completerMetrics) pass(ok bool, stuck int) {
+	if !ok {
+		m.passes.WithLabelValues("failed").Inc()
+		return
+	}
+	m.passes.WithLabelValues("ok").Inc()
+	m.stuck.Set(float64(stuck))
 }
