@@ -132,12 +132,19 @@ func (o leasedOptions) configure(cfg *transfers.Config, store idem.Store, ttl ti
 	return nil
 }
 
-// runCompleter runs a completer pass every interval until ctx is done,
-// counting what each pass did in m.
+// runCompleter runs a completer pass every interval, the first one
+// interval after the start, until ctx is done, counting what each pass did
+// in m. (Waiting first leaves the payouts a process left pending to their
+// clients' retries for a while after a restart.)
 func runCompleter(ctx context.Context, c *idem.Completer, interval time.Duration, m *completerMetrics, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 		rep, err := c.RunOnce(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -145,11 +152,6 @@ func runCompleter(ctx context.Context, c *idem.Completer, interval time.Duration
 			m.pass(false, 0)
 		case err == nil:
 			m.pass(true, rep.Stuck)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
 		}
 	}
 }

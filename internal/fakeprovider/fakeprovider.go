@@ -46,6 +46,10 @@ const (
 	// before applying it; it is applied and answered (to whoever is
 	// still listening) once released.
 	Hold
+	// HoldThenDrop holds the request as Hold does, then drops it once
+	// released: the connection is cut and nothing is applied, as if the
+	// request had never reached the provider.
+	HoldThenDrop
 )
 
 func (f Fault) String() string {
@@ -60,6 +64,8 @@ func (f Fault) String() string {
 		return "reset-after-apply"
 	case Hold:
 		return "hold"
+	case HoldThenDrop:
+		return "hold-then-drop"
 	}
 	return fmt.Sprintf("Fault(%d)", int(f))
 }
@@ -162,7 +168,7 @@ func (p *Provider) Inject(faults ...Fault) {
 }
 
 // Held returns a channel that receives the key of every request held by
-// Hold, as it is held.
+// Hold or HoldThenDrop, as it is held.
 func (p *Provider) Held() <-chan string { return p.held }
 
 // Release lets every held request go on, and every later Hold pass
@@ -255,9 +261,12 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusServiceUnavailable, map[string]string{"error": "try again"})
 		return
 	}
-	if fault == Hold {
+	if fault == Hold || fault == HoldThenDrop {
 		p.held <- key
 		<-p.release
+		if fault == HoldThenDrop {
+			panic(http.ErrAbortHandler)
+		}
 	}
 
 	status, resp := p.apply(key, body)

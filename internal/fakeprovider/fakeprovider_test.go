@@ -214,3 +214,25 @@ func TestIgnoreKeysChargesTwice(t *testing.T) {
 		t.Fatalf("effects %d, want 2 (keys ignored)", n)
 	}
 }
+
+func TestHoldThenDropAppliesNothing(t *testing.T) {
+	t.Parallel()
+	p, url, c := setup(t, nil)
+	p.Inject(fakeprovider.HoldThenDrop)
+	done := make(chan result, 1)
+	go func() { done <- charge(t, c, url, "k1", body) }()
+	select {
+	case <-p.Held():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the request was not held within 30s")
+	}
+	p.Release()
+	select {
+	case got := <-done:
+		if got.err == nil || p.Effects("k1") != 0 {
+			t.Fatalf("after release: %+v, effects %d; want a cut connection and no effect", got, p.Effects("k1"))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no end within 30s of the release")
+	}
+}
