@@ -145,13 +145,13 @@ func runCompleter(ctx context.Context, c *idem.Completer, interval time.Duration
 			return
 		case <-t.C:
 		}
-		rep, err := c.RunOnce(ctx)
+		_, err := c.RunOnce(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			log.Warn("idem serve: completer pass failed", "err", err)
-			m.pass(false, 0)
+			m.pass(false)
 		case err == nil:
-			m.pass(true, rep.Stuck)
+			m.pass(true)
 		}
 	}
 }

@@ -88,14 +88,14 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 //     handled, by outcome (completed, failed, skipped, unknown-kind,
 //     unavailable). A growing failed count says the provider gives no
 //     definitive answer, or the store fails;
-//   - idem_completer_stuck_records: the records the last pass found
-//     pending past -report-after (each also logged at ERROR as needing a
-//     human). Alert when it is above zero;
+//   - idem_completer_stuck_total{kind}: attempts on records found pending
+//     past -report-after (each also logged at ERROR as needing a human;
+//     the completer keeps trying them). Alert when it grows;
 //   - idem_completer_passes_total{result}: passes, ok or failed (the store
 //     could not list the abandoned records).
 type completerMetrics struct {
 	records *prometheus.CounterVec
-	stuck   prometheus.Gauge
+	stuck   *prometheus.CounterVec
 	passes  *prometheus.CounterVec
 }
 
@@ -105,10 +105,10 @@ func newCompleterMetrics(reg prometheus.Registerer, kinds ...string) *completerM
 			Namespace: "idem", Subsystem: "completer", Name: "records_total",
 			Help: "Abandoned leased records handled by the completer, by kind and outcome.",
 		}, []string{"kind", "outcome"}),
-		stuck: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "idem", Subsystem: "completer", Name: "stuck_records",
-			Help: "Records the last completer pass found pending past -report-after: they need a human.",
-		}),
+		stuck: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "idem", Subsystem: "completer", Name: "stuck_total",
+			Help: "Completer attempts on records pending past -report-after, by kind: they need a human.",
+		}, []string{"kind"}),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "idem", Subsystem: "completer", Name: "passes_total",
 			Help: "Completer passes, by result (ok, or failed: the store could not list the abandoned records).",
@@ -116,6 +116,7 @@ func newCompleterMetrics(reg prometheus.Registerer, kinds ...string) *completerM
 	}
 	reg.MustRegister(m.records, m.stuck, m.passes)
 	for _, k := range kinds {
+		m.stuck.WithLabelValues(k)
 		for _, o := range []string{idem.CompleterCompleted, idem.CompleterFailed, idem.CompleterSkipped, idem.CompleterUnknownKind, idem.CompleterUnavailable} {
 			m.records.WithLabelValues(k, o)
 		}
@@ -127,13 +128,15 @@ func newCompleterMetrics(reg prometheus.Registerer, kinds ...string) *completerM
 
 func (m *completerMetrics) observe(e idem.CompleterEvent) {
 	m.records.WithLabelValues(e.Kind, e.Outcome).Inc()
+	if e.Stuck {
+		m.stuck.WithLabelValues(e.Kind).Inc()
+	}
 }
 
-func (m *completerMetrics) pass(ok bool, stuck int) {
-	if !ok {
+func (m *completerMetrics) pass(ok bool) {
+	if ok {
+		m.passes.WithLabelValues("ok").Inc()
+	} else {
 		m.passes.WithLabelValues("failed").Inc()
-		return
 	}
-	m.passes.WithLabelValues("ok").Inc()
-	m.stuck.Set(float64(stuck))
 }
