@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -108,9 +107,6 @@ func (c *call) leasedWork(ctx context.Context, _ *idem.Run) (idem.Result, error)
 func (m *Middleware) result(ctx context.Context, rec *recorder) (idem.Result, error) {
 	if rec.tooLarge {
 		return idem.Result{}, errResponseTooLarge
-	}
-	if cause := context.Cause(ctx); errors.Is(cause, idem.ErrFenced) {
-		return idem.Result{}, cause
 	}
 	status := rec.finalStatus()
 	if status >= 500 || (ctx.Err() != nil && (status == http.StatusRequestTimeout || status == statusClientClosed)) {

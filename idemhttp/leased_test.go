@@ -716,3 +716,50 @@ func TestLeasedRouteProgrammingErrors(t *testing.T) {
 	// A kind of 250 bytes is "http:" and 250 bytes: the longest allowed.
 	mw.Route(idemhttp.RouteOptions{Leased: true, Kind: strings.Repeat("k", 250)})(ok)
 }
+
+// A leased handler that panics releases its claim with its steps kept, and
+// the panic goes on up the stack; the retry resumes after the last step.
+func TestLeasedPanicReleases(t *testing.T) {
+	t.Parallel()
+	var runs, debits atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		run, _ := idem.RunFrom(r.Context())
+		if _, err := run.LocalStep(r.Context(), "debit", func(context.Context) ([]byte, error) {
+			debits.Add(1)
+			return nil, nil
+		}); err != nil {
+			t.Errorf("debit: %v", err)
+		}
+		if runs.Add(1) == 1 {
+			panic("boom")
+		}
+		w.WriteHeader(http.StatusCreated)
+	})
+	e := setupLeased(t, h, leasedSetup{})
+	func() {
+		defer func() {
+			if p := recover(); p != "boom" {
+				t.Errorf("recovered %v, want the handler's panic", p)
+			}
+		}()
+		e.srv.Config.Handler.ServeHTTP(httptest.NewRecorder(), authedPost("/payouts/acc-1", "k1"))
+	}()
+	rec := e.record(t, "k1")
+	if rec.State != idem.StatePending || !strings.Contains(rec.LastError, "boom") || rec.LeaseUntil.After(e.clock.Now()) {
+		t.Errorf("after the panic: %s, %q, lease until %s; want pending, released now", rec.State, rec.LastError, rec.LeaseUntil)
+	}
+	w := httptest.NewRecorder()
+	e.srv.Config.Handler.ServeHTTP(w, authedPost("/payouts/acc-1", "k1"))
+	if w.Code != http.StatusCreated || runs.Load() != 2 || debits.Load() != 1 {
+		t.Errorf("retry: %d, runs %d, debits %d; want 201, 2, 1", w.Code, runs.Load(), debits.Load())
+	}
+	e.checkOutcomes(t, idemhttp.OutcomePanic, idemhttp.OutcomeExecuted)
+}
+
+func authedPost(target, key string) *http.Request {
+	r := httptest.NewRequest("POST", target, strings.NewReader(`{"amount":10}`))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Authorization", "Bearer alice")
+	r.Header.Set("Idempotency-Key", key)
+	return r
+}

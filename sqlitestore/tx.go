@@ -3,7 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -21,17 +20,22 @@ type Tx struct {
 }
 
 // TxFrom returns the *sql.Tx that the work passed to idem.Guard.Do runs in,
-// and whether ctx carries one of this package's transactions.
+// or that a local step of leased mode (idem.Run.LocalStep) runs in, and
+// whether ctx carries one of this package's transactions.
 func TxFrom(ctx context.Context) (*sql.Tx, bool) {
 	tx, ok := idem.TxFrom(ctx)
 	if !ok {
 		return nil, false
 	}
-	t, ok := tx.(*Tx)
-	if !ok {
-		return nil, false
+	if t, ok := tx.(*Tx); ok {
+		return t.tx, true
 	}
-	return t.tx, true
+	// A local step's transaction reaches the work wrapped by idem, which
+	// shows its Handle.
+	if h, ok := tx.Handle().(*sql.Tx); ok && isOpenStep(h) {
+		return h, true
+	}
+	return nil, false
 }
 
 // Handle implements idem.Tx; it returns the *sql.Tx.
@@ -43,13 +47,10 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 		return errors.New("sqlitestore: transaction already ended")
 	}
 	r := p.Record
-	var header []byte
-	if len(r.Result.Header) > 0 {
-		var err error
-		if header, err = json.Marshal(r.Result.Header); err != nil {
-			t.rollback()
-			return fmt.Errorf("sqlitestore: encode header: %w", err)
-		}
+	header, err := encodeHeader(r.Result.Header)
+	if err != nil {
+		t.rollback()
+		return err
 	}
 	body := r.Result.Body
 	if body == nil {
