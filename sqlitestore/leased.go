@@ -62,6 +62,18 @@ func unavailable(op string, err error) error {
 	return fmt.Errorf("%w: sqlitestore: %s: %w", idem.ErrUnavailable, op, err)
 }
 
+// leasedQueries are prepared once by Open (see Store.prepare).
+var leasedQueries = []string{
+	insertPending, takeOver, selectSteps, deleteSteps, checkFence, upsertStep,
+	heartbeat, complete, release, selectAbandoned,
+}
+
+// txStmt returns the prepared statement of query (one of leasedQueries)
+// in tx.
+func (s *Store) txStmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
+	return tx.StmtContext(ctx, s.stmts[query])
+}
+
 // leasedWrite runs fn in one write transaction (see write.go) and commits
 // it; an error from fn rolls it back and is returned (wrapped, unless it is
 // ErrFenced, to match idem.ErrUnavailable).
@@ -85,8 +97,8 @@ func (s *Store) leasedWrite(ctx context.Context, op string, fn func(tx *sql.Tx) 
 
 // fencedUpdate runs update, whose WHERE clause ends with fenceWhere, and
 // returns ErrFenced if it changed no row.
-func fencedUpdate(ctx context.Context, tx *sql.Tx, l idem.Lease, update string, args ...any) error {
-	res, err := tx.ExecContext(ctx, update, append(args, l.Scope, l.Key, l.Token)...)
+func (s *Store) fencedUpdate(ctx context.Context, tx *sql.Tx, l idem.Lease, update string, args ...any) error {
+	res, err := s.txStmt(ctx, tx, update).ExecContext(ctx, append(args, l.Scope, l.Key, l.Token)...)
 	if err != nil {
 		return err
 	}
@@ -102,9 +114,9 @@ func fencedUpdate(ctx context.Context, tx *sql.Tx, l idem.Lease, update string, 
 
 // fence returns ErrFenced unless the record l names is pending with l's
 // token.
-func fence(ctx context.Context, tx *sql.Tx, l idem.Lease) error {
+func (s *Store) fence(ctx context.Context, tx *sql.Tx, l idem.Lease) error {
 	var one int
-	err := tx.QueryRowContext(ctx, checkFence, l.Scope, l.Key, l.Token).Scan(&one)
+	err := s.txStmt(ctx, tx, checkFence).QueryRowContext(ctx, l.Scope, l.Key, l.Token).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return idem.ErrFenced
 	}
@@ -151,7 +163,7 @@ func (s *Store) Claim(ctx context.Context, p *idem.ClaimParams) (*idem.Claim, er
 	var claim *idem.Claim
 	err = s.leasedWrite(ctx, "claim", func(tx *sql.Tx) error {
 		var err error
-		claim, err = claimTx(ctx, tx, s.read, p)
+		claim, err = s.claimTx(ctx, tx, p)
 		return err
 	})
 	if err != nil {
@@ -162,8 +174,8 @@ func (s *Store) Claim(ctx context.Context, p *idem.ClaimParams) (*idem.Claim, er
 
 // claimTx reads and claims the record in tx (see LeasedStore.Claim and
 // memstore's reference implementation).
-func claimTx(ctx context.Context, tx *sql.Tx, read *sql.Stmt, p *idem.ClaimParams) (*idem.Claim, error) {
-	old, err := lookup(ctx, tx.StmtContext(ctx, read), p.Scope, p.Key)
+func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, p *idem.ClaimParams) (*idem.Claim, error) {
+	old, err := lookup(ctx, tx.StmtContext(ctx, s.read), p.Scope, p.Key)
 	switch {
 	case errors.Is(err, idem.ErrNotFound):
 		old = nil
@@ -182,12 +194,12 @@ func claimTx(ctx context.Context, tx *sql.Tx, read *sql.Stmt, p *idem.ClaimParam
 		if p.Input != nil {
 			input = append([]byte{}, p.Input...)
 		}
-		if _, err := tx.ExecContext(ctx, insertPending, p.Scope, p.Key, p.Fingerprint,
+		if _, err := s.txStmt(ctx, tx, insertPending).ExecContext(ctx, p.Scope, p.Key, p.Fingerprint,
 			p.Now.UnixNano(), idem.PendingExpiresAt.UnixNano(),
 			token, leaseUntil.UnixNano(), p.Kind, input); err != nil {
 			return nil, err
 		}
-		if _, err := tx.ExecContext(ctx, deleteSteps, p.Scope, p.Key); err != nil {
+		if _, err := s.txStmt(ctx, tx, deleteSteps).ExecContext(ctx, p.Scope, p.Key); err != nil {
 			return nil, err
 		}
 		rec := &idem.Record{
@@ -199,13 +211,13 @@ func claimTx(ctx context.Context, tx *sql.Tx, read *sql.Stmt, p *idem.ClaimParam
 		}
 		return &idem.Claim{Record: rec, Claimed: true, Lease: leaseOf(rec)}, nil
 	case takeover:
-		if _, err := tx.ExecContext(ctx, takeOver, leaseUntil.UnixNano(), p.Scope, p.Key); err != nil {
+		if _, err := s.txStmt(ctx, tx, takeOver).ExecContext(ctx, leaseUntil.UnixNano(), p.Scope, p.Key); err != nil {
 			return nil, err
 		}
 		old.Token++
 		old.Attempts++
 		old.LeaseUntil = time.Unix(0, leaseUntil.UnixNano()).UTC()
-		steps, err := readSteps(ctx, tx, p.Scope, p.Key)
+		steps, err := s.readSteps(ctx, tx, p.Scope, p.Key)
 		if err != nil {
 			return nil, err
 		}
@@ -221,8 +233,8 @@ func leaseOf(r *idem.Record) idem.Lease {
 
 // readSteps returns the recovery points of (scope, key) in the order they
 // were first saved.
-func readSteps(ctx context.Context, tx *sql.Tx, scope, key string) ([]idem.Step, error) {
-	rows, err := tx.QueryContext(ctx, selectSteps, scope, key)
+func (s *Store) readSteps(ctx context.Context, tx *sql.Tx, scope, key string) ([]idem.Step, error) {
+	rows, err := s.txStmt(ctx, tx, selectSteps).QueryContext(ctx, scope, key)
 	if err != nil {
 		return nil, err
 	}
@@ -240,15 +252,15 @@ func readSteps(ctx context.Context, tx *sql.Tx, scope, key string) ([]idem.Step,
 
 // saveStep writes step name's recovery point; saving a name again replaces
 // its output and keeps its place in the order.
-func saveStep(ctx context.Context, tx *sql.Tx, l idem.Lease, name string, output []byte, now time.Time) error {
-	_, err := tx.ExecContext(ctx, upsertStep, l.Scope, l.Key, name, l.Scope, l.Key, output, now.UnixNano())
+func (s *Store) saveStep(ctx context.Context, tx *sql.Tx, l idem.Lease, name string, output []byte, now time.Time) error {
+	_, err := s.txStmt(ctx, tx, upsertStep).ExecContext(ctx, l.Scope, l.Key, name, l.Scope, l.Key, output, now.UnixNano())
 	return err
 }
 
 // Heartbeat implements idem.LeasedStore.
 func (s *Store) Heartbeat(ctx context.Context, p *idem.HeartbeatParams) error {
 	return s.leasedWrite(ctx, "heartbeat", func(tx *sql.Tx) error {
-		return fencedUpdate(ctx, tx, p.Lease, heartbeat, p.Now.Add(p.Duration).UnixNano())
+		return s.fencedUpdate(ctx, tx, p.Lease, heartbeat, p.Now.Add(p.Duration).UnixNano())
 	})
 }
 
@@ -256,10 +268,10 @@ func (s *Store) Heartbeat(ctx context.Context, p *idem.HeartbeatParams) error {
 // upsert are one transaction.
 func (s *Store) SaveStep(ctx context.Context, p *idem.SaveStepParams) error {
 	return s.leasedWrite(ctx, "save step", func(tx *sql.Tx) error {
-		if err := fence(ctx, tx, p.Lease); err != nil {
+		if err := s.fence(ctx, tx, p.Lease); err != nil {
 			return err
 		}
-		return saveStep(ctx, tx, p.Lease, p.Name, p.Output, p.Now)
+		return s.saveStep(ctx, tx, p.Lease, p.Name, p.Output, p.Now)
 	})
 }
 
@@ -274,10 +286,10 @@ func (s *Store) Complete(ctx context.Context, p *idem.CompleteParams) error {
 		body = []byte{}
 	}
 	return s.leasedWrite(ctx, "complete", func(tx *sql.Tx) error {
-		if err := fencedUpdate(ctx, tx, p.Lease, complete, p.Result.Status, header, body, p.ExpiresAt.UnixNano()); err != nil {
+		if err := s.fencedUpdate(ctx, tx, p.Lease, complete, p.Result.Status, header, body, p.ExpiresAt.UnixNano()); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, deleteSteps, p.Lease.Scope, p.Lease.Key)
+		_, err := s.txStmt(ctx, tx, deleteSteps).ExecContext(ctx, p.Lease.Scope, p.Lease.Key)
 		return err
 	})
 }
@@ -285,7 +297,7 @@ func (s *Store) Complete(ctx context.Context, p *idem.CompleteParams) error {
 // Release implements idem.LeasedStore.
 func (s *Store) Release(ctx context.Context, p *idem.ReleaseParams) error {
 	return s.leasedWrite(ctx, "release", func(tx *sql.Tx) error {
-		return fencedUpdate(ctx, tx, p.Lease, release, p.RetryAt.UnixNano(), p.Error)
+		return s.fencedUpdate(ctx, tx, p.Lease, release, p.RetryAt.UnixNano(), p.Error)
 	})
 }
 
@@ -296,7 +308,7 @@ func (s *Store) Abandoned(ctx context.Context, p *idem.AbandonedParams) ([]*idem
 	if p.Limit <= 0 {
 		return []*idem.Record{}, nil
 	}
-	rows, err := s.db.QueryContext(ctx, selectAbandoned, p.Now.UnixNano(), p.Limit)
+	rows, err := s.stmts[selectAbandoned].QueryContext(ctx, p.Now.UnixNano(), p.Limit)
 	if err != nil {
 		return nil, unavailable("abandoned", err)
 	}

@@ -36,6 +36,15 @@ func (s *Store) prepare(ctx context.Context) error {
 	if s.read, err = s.db.PrepareContext(ctx, selectRecord); err != nil {
 		return fmt.Errorf("sqlitestore: prepare: %w", err)
 	}
+	s.stmts = make(map[string]*sql.Stmt, len(leasedQueries))
+	for _, q := range leasedQueries {
+		if q != selectAbandoned && s.cfg.ReadOnly {
+			continue
+		}
+		if s.stmts[q], err = s.db.PrepareContext(ctx, q); err != nil {
+			return fmt.Errorf("sqlitestore: prepare: %w", err)
+		}
+	}
 	if s.cfg.ReadOnly {
 		return nil
 	}

@@ -34,7 +34,7 @@ func (s *Store) BeginStep(ctx context.Context, p *idem.BeginStepParams) (idem.St
 	if err != nil {
 		return nil, unavailable("begin step", err)
 	}
-	if err := fence(ctx, tx, p.Lease); err != nil {
+	if err := s.fence(ctx, tx, p.Lease); err != nil {
 		_ = s.endWrite(conn, tx)
 		return nil, unavailable("begin step", err)
 	}
@@ -72,7 +72,7 @@ func (st *stepTx) Commit(ctx context.Context, output []byte) error {
 		_ = s.endWrite(st.conn, st.tx)
 		return err
 	}
-	if err := saveStep(ctx, st.tx, st.lease, st.name, output, st.now); err != nil {
+	if err := s.saveStep(ctx, st.tx, st.lease, st.name, output, st.now); err != nil {
 		_ = s.endWrite(st.conn, st.tx)
 		return unavailable("save step", err)
 	}

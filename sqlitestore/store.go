@@ -18,6 +18,7 @@ type Store struct {
 
 	read, upsert       *sql.Stmt
 	savepoint, release *sql.Stmt
+	stmts              map[string]*sql.Stmt // leased mode's, by query (see leasedQueries)
 
 	closeOnce sync.Once
 	closeErr  error
