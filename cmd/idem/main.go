@@ -5,6 +5,7 @@
 //	idem demo     reproduce the incident three ways and audit the ledger
 //	idem bench    measure overhead, replay and duplicate storms
 //	idem sweep    delete expired records once
+//	idem complete finish abandoned payouts once (one completer pass)
 //	idem inspect  show one record
 //	idem check    audit an HTTP endpoint's duplicate path
 //	idem import   apply a CSV of transfers, re-runnable after a crash
@@ -56,6 +57,7 @@ Commands:
 	demo     reproduce the incident three ways and audit the ledger
 	bench    measure overhead, replay and duplicate storms
 	sweep    delete expired idempotency records once
+	complete finish abandoned payouts once (one completer pass)
 	inspect  show one idempotency record
 	check    audit any HTTP endpoint's duplicate path (retries, duplicates, keys)
 	import   apply a CSV of transfers to the ledger; re-running it applies nothing twice
@@ -84,6 +86,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&benchCommand{Main: m}).Run(ctx, rest)
 	case "sweep":
 		return (&sweepCommand{Main: m}).Run(ctx, rest)
+	case "complete":
+		return (&completeCommand{Main: m}).Run(ctx, rest)
 	case "inspect":
 		return (&inspectCommand{Main: m}).Run(ctx, rest)
 	case "check":
