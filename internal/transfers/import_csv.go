@@ -82,7 +82,9 @@ func ParseImport(r io.Reader) ([]ImportRow, []LineError, error) {
 			continue
 		}
 		row, msgs := parseRow(line, rec)
-		if len(msgs) == 0 {
+		// Ids are checked for duplicates on malformed lines too, so
+		// that the fixed file has no surprise left.
+		if len(rec) == 4 && CheckImportID(row.ID) == "" {
 			if first, dup := seen[row.ID]; dup {
 				msgs = append(msgs, fmt.Sprintf("id %q already used on line %d", row.ID, first))
 			} else {

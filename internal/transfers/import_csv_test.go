@@ -43,6 +43,8 @@ func TestParseImport(t *testing.T) {
 			[]transfers.ImportRow{{Line: 2, ID: "r1", From: "a", To: "b", Amount: 5}},
 			map[int]string{3: "3 fields", 4: "id: empty", 5: "already used on line 2", 6: "not an integer", 7: "not positive",
 				8: "not positive", 9: "same account", 10: "from \"a b\"", 11: "64 bits", 12: "space", 13: "5 fields", 14: "not valid CSV"}},
+		{"DuplicateOfAMalformedLine", "id,from,to,amount\nr1,a,a,5\nr1,a,b,5\n", nil,
+			map[int]string{2: "same account", 3: "already used on line 2"}},
 		{"LongID", "id,from,to,amount\n" + strings.Repeat("x", 256) + ",a,b,1\n", nil, map[int]string{2: "256 bytes"}},
 		{"ControlInID", "id,from,to,amount\n\"r\x01\",a,b,1\n", nil, map[int]string{2: "control"}},
 	} {
