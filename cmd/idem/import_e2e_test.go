@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/batch"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/internal/transfers"
 	"github.com/idemkit/idem/pgstore"
@@ -419,6 +420,15 @@ func TestImportExplicitBatchShowsInTransfers(t *testing.T) {
 		t.Errorf("changed file as the same batch: exit %d, %+v; want r1 replayed, r2 refused, r3 applied", code, sum)
 	} else if r := sum.Refusals[0]; r.ID != "r2" || r.Line != 3 || !strings.Contains(r.Reason, "mismatch") {
 		t.Errorf("refusal %+v, want r2 on line 3, a mismatch", r)
+	}
+
+	// The row's record, as idem inspect shows it.
+	var out bytes.Buffer
+	if err := (&Main{Stdout: &out, Stderr: io.Discard}).Run(context.Background(),
+		[]string{"inspect", "-db", l.db, transfers.ImportScope, batch.Key("payroll-2026-05", "r2")}); err != nil {
+		t.Errorf("inspect of an imported row: %v", err)
+	} else if !strings.Contains(out.String(), "completed") || !strings.Contains(out.String(), "201") {
+		t.Errorf("inspect of an imported row:\n%s", out.String())
 	}
 
 	s := startServe(t, "-db", l.db)
