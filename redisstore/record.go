@@ -22,7 +22,9 @@ func micros(t time.Time) string { return strconv.FormatInt(t.UnixMicro(), 10) }
 // its count of writes.
 type version struct{ epoch, seq int64 }
 
-func (v version) String() string { return strconv.FormatInt(v.epoch, 10) + ":" + strconv.FormatInt(v.seq, 10) }
+func (v version) String() string {
+	return strconv.FormatInt(v.epoch, 10) + ":" + strconv.FormatInt(v.seq, 10)
+}
 
 // less reports whether v is older than w.
 func (v version) less(w version) bool {
