@@ -236,3 +236,24 @@ func TestAbandonedOrdersAcrossParts(t *testing.T) {
 		t.Errorf("Abandoned mid-way = %d records, want the first 100", len(got))
 	}
 }
+
+// TestReleaseWhoseIndexUpdateWasLostIsFoundAtRetryAt: Release lowers the
+// member's score before it writes the record, so a crash right after the
+// record write still leaves the record found from RetryAt on.
+func TestReleaseWhoseIndexUpdateWasLostIsFoundAtRetryAt(t *testing.T) {
+	s, _ := setup(t)
+	ctx := context.Background()
+	cl := mustClaim(t, s, "k", t0)
+	retryAt := t0.Add(time.Second)
+	m := s.member("s", "k")
+	// Release's own steps, without the index update that ends it.
+	if _, err := s.run(ctx, "lower", lowerScript, s.indexKeys(s.indexOf(m)), false, m, micros(retryAt)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.run(ctx, "release", releaseScript, recordKeys(m), false, fmt.Sprint(cl.Lease.Token), micros(retryAt), "boom"); err != nil {
+		t.Fatal(err)
+	}
+	if got := abandonedKeys(t, s, retryAt, 10); !slices.Equal(got, []string{"k"}) {
+		t.Fatalf("Abandoned at RetryAt = %v, want [k]", got)
+	}
+}
