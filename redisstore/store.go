@@ -20,6 +20,8 @@ var _ idem.LeasedStore = (*Store)(nil)
 // error matches idem.ErrUnavailable too.
 var ErrNotReplicated = errors.New("redisstore: write not acknowledged by enough replicas")
 
+var errUnsupportedClient = errors.New("redisstore: Reindex needs a *redis.Client or a *redis.ClusterClient")
+
 // Store is a leased-mode store (an idem.LeasedStore) on Redis. It is safe
 // for concurrent use. It is not an idem.Store (atomic mode) nor an
 // idem.LeasedTxStore (local steps): both commit the work's own writes with
