@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -18,7 +19,7 @@ import (
 // indexed records (docs/REDIS.md). It is safe while the store is in use.
 func (s *Store) Reindex(ctx context.Context) (int, error) {
 	pattern := "{" + globEscaper.Replace(s.cfg.Prefix) + ":*}:rec"
-	var n int
+	var n atomic.Int64 // masters are scanned concurrently
 	scan := func(ctx context.Context, c *redis.Client) error {
 		iter := c.Scan(ctx, 0, pattern, 500).Iterator()
 		for iter.Next(ctx) {
@@ -42,7 +43,7 @@ func (s *Store) Reindex(ctx context.Context) (int, error) {
 			// a record is this store's if its name is the one this
 			// store gives its scope and key.
 			if st.rec.State == idem.StatePending && s.member(st.rec.Scope, st.rec.Key) == m {
-				n++
+				n.Add(1)
 				if _, err := s.run(ctx, "reindex", updateScript, s.indexKeys(s.indexOf(m)), true,
 					m, "", "set", st.ver.epoch, st.ver.seq, micros(st.rec.LeaseUntil)); err != nil {
 					return err
@@ -60,7 +61,7 @@ func (s *Store) Reindex(ctx context.Context) (int, error) {
 	default:
 		return 0, s.wrap("reindex", errUnsupportedClient)
 	}
-	return n, s.wrap("reindex", err)
+	return int(n.Load()), s.wrap("reindex", err)
 }
 
 // globEscaper escapes the characters SCAN's MATCH treats as a pattern.

@@ -117,10 +117,10 @@ func (s *Store) run(ctx context.Context, op string, sc *redis.Script, keys []str
 	}
 	for attempt := 0; ; attempt++ {
 		var ev *redis.Cmd
-		var wait *redis.Cmd
+		var waitCmd *redis.Cmd
 		_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
 			ev = sc.EvalSha(ctx, p, keys, args...)
-			wait = p.Do(ctx, "WAIT", s.cfg.WaitReplicas, s.cfg.WaitTimeout.Milliseconds())
+			waitCmd = p.Do(ctx, "WAIT", s.cfg.WaitReplicas, s.cfg.WaitTimeout.Milliseconds())
 			return nil
 		})
 		v, err := ev.Result()
@@ -133,7 +133,7 @@ func (s *Store) run(ctx context.Context, op string, sc *redis.Script, keys []str
 		if err != nil {
 			return nil, s.wrap(op, err)
 		}
-		n, err := wait.Int64()
+		n, err := waitCmd.Int64()
 		if err != nil {
 			return nil, s.wrap(op+": WAIT", err)
 		}
@@ -147,12 +147,22 @@ func (s *Store) run(ctx context.Context, op string, sc *redis.Script, keys []str
 
 // wrap turns an error of Redis into the store's: a cancelled or expired
 // context stays itself, anything else matches idem.ErrUnavailable.
+//
+// On a cluster, a failure other than an answer of Redis (a node that does
+// not answer) makes the client reload its map of slots: go-redis does so
+// by itself only on a MOVED answer and every ClusterStateReloadInterval
+// (a minute by default), so after a failover it would keep calling the
+// dead master until then (docs/REDIS.md).
 func (s *Store) wrap(op string, err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	var answer redis.Error
+	if cc, ok := s.c.(*redis.ClusterClient); ok && (!errors.As(err, &answer) || redis.HasErrorPrefix(err, "CLUSTERDOWN")) {
+		cc.ReloadState(context.Background())
 	}
 	return fmt.Errorf("%w: redisstore: %s: %w", idem.ErrUnavailable, op, err)
 }

@@ -91,6 +91,8 @@ func (s *Server) args() []string {
 		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--dir", s.Dir,
 		"--save", "", "--protected-mode", "no", "--daemonize", "no",
 		"--logfile", filepath.Join(s.Dir, "redis.log"),
+		// A replica's first copy starts at once, not 5 seconds later.
+		"--repl-diskless-sync-delay", "0",
 	}
 	if o.AppendOnly {
 		fsync := o.AppendFsync
@@ -239,8 +241,9 @@ func (cl *Cluster) Addrs() []string {
 	return out
 }
 
-// WaitOK waits until every running node reports cluster_state:ok and
-// agrees that all 16384 slots are served.
+// WaitOK waits until every running node reports cluster_state:ok, all
+// 16384 slots served, and a running node as the master of every slot, and
+// every running replica is in sync with its master.
 func (cl *Cluster) WaitOK(ctx context.Context) error {
 	var last error
 	for {
@@ -257,6 +260,49 @@ func (cl *Cluster) WaitOK(ctx context.Context) error {
 }
 
 func (cl *Cluster) ok(ctx context.Context) error {
+	running := map[string]bool{}
+	for _, s := range cl.Nodes {
+		s.mu.Lock()
+		running[s.Addr()] = s.cmd != nil
+		s.mu.Unlock()
+	}
+	for _, s := range cl.Nodes {
+		if !running[s.Addr()] {
+			continue
+		}
+		c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+		info, err := c.ClusterInfo(ctx).Result()
+		var slots []redis.ClusterSlot
+		if err == nil {
+			slots, err = c.ClusterSlots(ctx).Result()
+		}
+		var repl string
+		if err == nil {
+			repl, err = c.Info(ctx, "replication").Result()
+		}
+		_ = c.Close()
+		if err != nil {
+			return err
+		}
+		if strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up") {
+			return errors.New(s.Addr() + ": a replica not in sync with its master")
+		}
+		if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") {
+			return errors.New(s.Addr() + ": " + strings.ReplaceAll(strings.TrimSpace(info), "\r\n", " "))
+		}
+		// A killed master stays in the slot map until the others mark
+		// it failed and its replica takes over.
+		for _, sl := range slots {
+			if len(sl.Nodes) == 0 || !running[sl.Nodes[0].Addr] {
+				return fmt.Errorf("%s: slots %d-%d are served by %v, not a running node", s.Addr(), sl.Start, sl.End, sl.Nodes)
+			}
+		}
+	}
+	return nil
+}
+
+// Describe returns CLUSTER NODES as a running node sees it, for messages.
+func (cl *Cluster) Describe(ctx context.Context) string {
 	for _, s := range cl.Nodes {
 		s.mu.Lock()
 		running := s.cmd != nil
@@ -265,16 +311,17 @@ func (cl *Cluster) ok(ctx context.Context) error {
 			continue
 		}
 		c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
-		info, err := c.ClusterInfo(ctx).Result()
+		out, err := c.ClusterNodes(ctx).Result()
 		_ = c.Close()
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") {
-			return errors.New(s.Addr() + ": " + strings.ReplaceAll(strings.TrimSpace(info), "\r\n", " "))
+		if err == nil {
+			for _, n := range cl.Nodes {
+				log, _ := os.ReadFile(filepath.Join(n.Dir, "redis.log"))
+				out += "\n--- log of " + n.Addr() + ":\n" + tail(log)
+			}
+			return out
 		}
 	}
-	return nil
+	return "no node answers"
 }
 
 // Client returns a cluster client of the cluster, closed when t ends.
