@@ -39,10 +39,11 @@ func TestLogsAndObserver(t *testing.T) {
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	h := idemhttp.KeyHash(key)
 	want := []idemhttp.Event{
-		{Outcome: idemhttp.OutcomeExecuted, Method: "POST", Route: "/transfers", Status: 201},
-		{Outcome: idemhttp.OutcomeReplayed, Method: "POST", Route: "/transfers", Status: 201},
-		{Outcome: idemhttp.OutcomeMismatch, Method: "POST", Route: "/transfers", Status: 422},
+		{Outcome: idemhttp.OutcomeExecuted, Method: "POST", Route: "/transfers", Status: 201, KeyHash: h},
+		{Outcome: idemhttp.OutcomeReplayed, Method: "POST", Route: "/transfers", Status: 201, KeyHash: h},
+		{Outcome: idemhttp.OutcomeMismatch, Method: "POST", Route: "/transfers", Status: 422, KeyHash: h},
 		{Outcome: idemhttp.OutcomeMissingKey, Method: "POST", Route: "/transfers", Status: 400},
 		{Outcome: idemhttp.OutcomeInvalidKey, Method: "POST", Route: "/transfers", Status: 400},
 	}

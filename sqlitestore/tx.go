@@ -21,14 +21,23 @@ type Tx struct {
 
 // TxFrom returns the *sql.Tx that the work passed to idem.Guard.Do runs in,
 // or that a local step of leased mode (idem.Run.LocalStep) runs in, and
-// whether ctx carries one of this package's transactions.
+// whether ctx carries one of this package's transactions. A transaction
+// wrapped by another (a tracing wrapper such as idemotel's) is found
+// through its Unwrap() idem.Tx method.
 func TxFrom(ctx context.Context) (*sql.Tx, bool) {
 	tx, ok := idem.TxFrom(ctx)
 	if !ok {
 		return nil, false
 	}
-	if t, ok := tx.(*Tx); ok {
-		return t.tx, true
+	for {
+		if t, own := tx.(*Tx); own {
+			return t.tx, true
+		}
+		w, wraps := tx.(interface{ Unwrap() idem.Tx })
+		if !wraps {
+			break
+		}
+		tx = w.Unwrap()
 	}
 	// A local step's transaction reaches the work wrapped by idem, which
 	// shows its Handle.
