@@ -31,6 +31,19 @@ type ledger struct {
 	errors atomic.Int64
 }
 
+// since returns how many claims were acknowledged after t.
+func (l *ledger) since(t time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, a := range l.keys {
+		if a.claimedAt.After(t) {
+			n++
+		}
+	}
+	return n
+}
+
 func newLedger() *ledger { return &ledger{keys: make(map[string]*ack)} }
 
 // load runs workers until ctx ends. Keys are "w<worker>-<n>".
@@ -148,7 +161,14 @@ func faultRun(t *testing.T, s *Store, workers int, fault func()) (l *ledger, fau
 	faultStart = time.Now()
 	fault()
 	faultEnd = time.Now()
+	// Load on until 50 claims after the fault were acknowledged (at
+	// least 700 ms, at most 30 s): a client may take a while to find the
+	// cluster's new shape.
+	deadline := faultEnd.Add(30 * time.Second)
 	time.Sleep(700 * time.Millisecond)
+	for time.Now().Before(deadline) && l.since(faultEnd) < 50 {
+		time.Sleep(100 * time.Millisecond)
+	}
 	cancel()
 	<-done
 	return l, faultStart, faultEnd

@@ -66,3 +66,35 @@ func TestOpen(t *testing.T) {
 		}
 	})
 }
+
+// TestLeasedModeOnly: the store is neither an atomic store nor one with
+// local steps, and a work's LocalStep says so instead of running.
+func TestLeasedModeOnly(t *testing.T) {
+	c := redistest.Client(t)
+	s, err := redisstore.New(c, &redisstore.Config{Prefix: redistest.Name(t, c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := any(s).(idem.Store); ok {
+		t.Error("redisstore.Store is an idem.Store: atomic mode needs the work's writes in the store's database")
+	}
+	if _, ok := any(s).(idem.LeasedTxStore); ok {
+		t.Error("redisstore.Store is an idem.LeasedTxStore: local steps need the work's writes in the store's database")
+	}
+	l, err := idem.NewLeased(s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	_, _, err = l.Do(context.Background(), idem.LeasedRequest{Scope: "s", Key: "k", Fingerprint: "fp"},
+		func(ctx context.Context, run *idem.Run) (idem.Result, error) {
+			_, err := run.LocalStep(ctx, "debit", func(context.Context) ([]byte, error) {
+				ran = true
+				return nil, nil
+			})
+			return idem.Result{}, err
+		})
+	if err == nil || !strings.Contains(err.Error(), "no local transactions") || ran {
+		t.Fatalf("a LocalStep on Redis: err %v, ran %v; want it refused without running", err, ran)
+	}
+}

@@ -43,6 +43,9 @@ type Options struct {
 	AppendFsync string
 	// Cluster starts the server in cluster mode.
 	Cluster bool
+	// Password, if set, is required of clients (requirepass), and
+	// replicas give it to their master (masterauth).
+	Password string
 	// NodeTimeout is the cluster's node timeout (how long a master may be
 	// unreachable before its replica takes over). Defaults to 2 seconds.
 	NodeTimeout time.Duration
@@ -94,6 +97,9 @@ func (s *Server) args() []string {
 		// A replica's first copy starts at once, not 5 seconds later.
 		"--repl-diskless-sync-delay", "0",
 	}
+	if o.Password != "" {
+		args = append(args, "--requirepass", o.Password, "--masterauth", o.Password)
+	}
 	if o.AppendOnly {
 		fsync := o.AppendFsync
 		if fsync == "" {
@@ -124,7 +130,7 @@ func (s *Server) start() error {
 	s.mu.Lock()
 	s.cmd = cmd
 	s.mu.Unlock()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	c := s.Client()
 	defer c.Close()
 	deadline := time.Now().Add(startWait)
 	for {
@@ -140,6 +146,11 @@ func (s *Server) start() error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Client returns a new client of the server (with its Password).
+func (s *Server) Client() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: s.Addr(), Password: s.opts.Password, MaxRetries: -1})
 }
 
 // Kill kills the server (its process group) with SIGKILL and reaps it. It
@@ -221,6 +232,9 @@ func StartCluster(t testing.TB, masters, replicas int, opts Options) *Cluster {
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
 	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+	if opts.Password != "" {
+		args = append(args, "--no-auth-warning", "-a", opts.Password)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), startWait)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
@@ -231,6 +245,9 @@ func StartCluster(t testing.TB, masters, replicas int, opts Options) *Cluster {
 	}
 	return cl
 }
+
+// Password returns the cluster's password ("" for none).
+func (cl *Cluster) Password() string { return cl.Nodes[0].opts.Password }
 
 // Addrs returns the nodes' addresses.
 func (cl *Cluster) Addrs() []string {
@@ -270,7 +287,7 @@ func (cl *Cluster) ok(ctx context.Context) error {
 		if !running[s.Addr()] {
 			continue
 		}
-		c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+		c := s.Client()
 		info, err := c.ClusterInfo(ctx).Result()
 		var slots []redis.ClusterSlot
 		if err == nil {
@@ -310,7 +327,7 @@ func (cl *Cluster) Describe(ctx context.Context) string {
 		if !running {
 			continue
 		}
-		c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+		c := s.Client()
 		out, err := c.ClusterNodes(ctx).Result()
 		_ = c.Close()
 		if err == nil {
@@ -327,7 +344,7 @@ func (cl *Cluster) Describe(ctx context.Context) string {
 // Client returns a cluster client of the cluster, closed when t ends.
 func (cl *Cluster) Client(t testing.TB) *redis.ClusterClient {
 	t.Helper()
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), Password: cl.Nodes[0].opts.Password})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
