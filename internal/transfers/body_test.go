@@ -164,7 +164,7 @@ func TestBodyTimeoutDoesNotCutTheWork(t *testing.T) {
 		}
 		t.Cleanup(func() { s.Close() })
 		return s, transfers.Postgres(s)
-	}}
+	}, nil}
 	c, _ := timedSetup(t, pg, 200*time.Millisecond, 30*time.Second)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)

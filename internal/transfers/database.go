@@ -131,7 +131,8 @@ CREATE TABLE IF NOT EXISTS payouts (
 	amount             INTEGER NOT NULL CHECK (amount > 0),
 	state              TEXT    NOT NULL CHECK (state IN ('pending', 'completed', 'declined')),
 	provider_charge_id TEXT,
-	created_at         INTEGER NOT NULL
+	created_at         INTEGER NOT NULL,
+	op_key             TEXT
 );`
 
 const postgresSchema = `
@@ -153,12 +154,14 @@ CREATE TABLE IF NOT EXISTS payouts (
 	amount             BIGINT NOT NULL CHECK (amount > 0),
 	state              TEXT   NOT NULL CHECK (state IN ('pending', 'completed', 'declined')),
 	provider_charge_id TEXT,
-	created_at         BIGINT NOT NULL
+	created_at         BIGINT NOT NULL,
+	op_key             TEXT
 );`
 
 // migrate brings a ledger to the current schema: it creates the tables if
-// needed (payouts included, on a ledger created before them), and adds transfers.message_id to a ledger created before it
-// existed (the column is NULL for the transfers made until then, which
+// needed (payouts included, on a ledger created before them), adds the
+// columns added since (migrateImport, migratePayoutOpKey), and adds
+// transfers.message_id to a ledger created before it existed (the column is NULL for the transfers made until then, which
 // came over HTTP). The ALTER runs only when the column is missing, so
 // that a restart does not queue for the table's exclusive lock behind
 // running transfers.
@@ -175,7 +178,10 @@ func (db *Database) migrate(ctx context.Context) error {
 			return fmt.Errorf("add transfers.message_id: %w", err)
 		}
 	}
-	return db.migrateImport(ctx)
+	if err := db.migrateImport(ctx); err != nil {
+		return err
+	}
+	return db.migratePayoutOpKey(ctx)
 }
 
 // database/sql adapter.

@@ -145,12 +145,9 @@ func (s *Service) payout(ctx context.Context, run *idem.Run, in payoutRequest) (
 	if in.Amount <= 0 {
 		return Payout{}, &declined{"invalid-amount", "Invalid amount", "amount must be a positive integer number of cents"}, nil
 	}
-	out, err := run.LocalStep(ctx, stepDebit, func(ctx context.Context) ([]byte, error) {
-		q, ok := s.db.current(ctx)
-		if !ok {
-			return nil, errors.New("the local step's context carries no transaction of the ledger's store")
-		}
-		id, err := s.debit(ctx, q, in)
+	opKey := debitOpKey(run)
+	out, err := s.ledgerStep(ctx, run, stepDebit, func(ctx context.Context, q querier) ([]byte, error) {
+		id, err := s.debit(ctx, q, in, opKey)
 		if err != nil {
 			return nil, err
 		}
@@ -184,11 +181,7 @@ func (s *Service) payout(ctx context.Context, run *idem.Run, in payoutRequest) (
 	}
 
 	if c.Declined {
-		_, err := run.LocalStep(ctx, stepRefund, func(ctx context.Context) ([]byte, error) {
-			q, ok := s.db.current(ctx)
-			if !ok {
-				return nil, errors.New("the local step's context carries no transaction of the ledger's store")
-			}
+		_, err := s.ledgerStep(ctx, run, stepRefund, func(ctx context.Context, q querier) ([]byte, error) {
 			return nil, s.refund(ctx, q, id)
 		})
 		if err != nil {
@@ -197,11 +190,7 @@ func (s *Service) payout(ctx context.Context, run *idem.Run, in payoutRequest) (
 		return Payout{}, &declined{"payout-declined", "Payout declined",
 			fmt.Sprintf("the provider declined the charge (status %d); the account was credited back", c.Status)}, nil
 	}
-	out, err = run.LocalStep(ctx, stepComplete, func(ctx context.Context) ([]byte, error) {
-		q, ok := s.db.current(ctx)
-		if !ok {
-			return nil, errors.New("the local step's context carries no transaction of the ledger's store")
-		}
+	out, err = s.ledgerStep(ctx, run, stepComplete, func(ctx context.Context, q querier) ([]byte, error) {
 		p, err := s.completePayout(ctx, q, id, c.ChargeID)
 		if err != nil {
 			return nil, err
@@ -218,10 +207,20 @@ func (s *Service) payout(ctx context.Context, run *idem.Run, in payoutRequest) (
 	return p, nil, nil
 }
 
-// debit takes amount from the account and inserts the pending payout,
-// through q, and returns the payout's id. An unknown account or
+// debit takes amount from the account and inserts the pending payout with
+// opKey, through q, and returns the payout's id. If a payout with opKey is
+// already there, an earlier execution of this step committed it (and its
+// recovery point was lost, which only a store without local steps can
+// do): debit returns its id and writes nothing. An unknown account or
 // insufficient funds is a *declined error (the caller rolls back).
-func (s *Service) debit(ctx context.Context, q querier, in payoutRequest) (int64, error) {
+func (s *Service) debit(ctx context.Context, q querier, in payoutRequest, opKey string) (int64, error) {
+	var id int64
+	switch err := q.queryRow(ctx, `SELECT id FROM payouts WHERE op_key = $1`, opKey).Scan(&id); {
+	case err == nil:
+		return id, nil
+	case !errors.Is(err, errNoRows):
+		return 0, err
+	}
 	n, err := q.exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2 AND balance >= $1`, in.Amount, in.Account)
 	if err != nil {
 		return 0, err
@@ -236,19 +235,33 @@ func (s *Service) debit(ctx context.Context, q querier, in payoutRequest) (int64
 		}
 		return 0, &declined{"insufficient-funds", "Insufficient funds", fmt.Sprintf("account %q cannot pay %d", in.Account, in.Amount)}
 	}
-	var id int64
+	// Two executions racing here (a holder paused past its lease and its
+	// successor) both miss the SELECT; the unique op_key fails the second
+	// insert, and its transaction, debit included, rolls back.
 	err = q.queryRow(ctx,
-		`INSERT INTO payouts (account, amount, state, created_at) VALUES ($1, $2, $3, $4) RETURNING id`,
-		in.Account, in.Amount, PayoutPending, s.cfg.Now().UTC().UnixNano()).Scan(&id)
+		`INSERT INTO payouts (account, amount, state, created_at, op_key) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+		in.Account, in.Amount, PayoutPending, s.cfg.Now().UTC().UnixNano(), opKey).Scan(&id)
 	return id, err
 }
 
 // refund credits a declined payout back and marks it declined, through q.
+// A payout already declined was refunded by an earlier execution of this
+// step: refund writes nothing and succeeds.
 func (s *Service) refund(ctx context.Context, q querier, id int64) error {
 	var account string
 	var amount int64
 	err := q.queryRow(ctx, `UPDATE payouts SET state = $1 WHERE id = $2 AND state = $3 RETURNING account, amount`,
 		PayoutDeclined, id, PayoutPending).Scan(&account, &amount)
+	if errors.Is(err, errNoRows) {
+		var state string
+		if err := q.queryRow(ctx, `SELECT state FROM payouts WHERE id = $1`, id).Scan(&state); err != nil {
+			return fmt.Errorf("refund payout %d: %w", id, err)
+		}
+		if state == PayoutDeclined {
+			return nil
+		}
+		return fmt.Errorf("refund payout %d: it is %s, not pending", id, state)
+	}
 	if err != nil {
 		return fmt.Errorf("refund payout %d: %w", id, err)
 	}
@@ -258,13 +271,22 @@ func (s *Service) refund(ctx context.Context, q querier, id int64) error {
 
 // completePayout records the provider's charge id on the payout and marks
 // it completed, through q, and returns the payout as POST /payouts answers
-// it.
+// it. A payout already completed with chargeID was completed by an earlier
+// execution of this step: completePayout returns it and writes nothing.
 func (s *Service) completePayout(ctx context.Context, q querier, id int64, chargeID string) (Payout, error) {
 	p := Payout{ID: id, ProviderChargeID: chargeID}
 	var created int64
 	err := q.queryRow(ctx,
 		`UPDATE payouts SET state = $1, provider_charge_id = $2 WHERE id = $3 AND state = $4 RETURNING account, amount, created_at`,
 		PayoutCompleted, chargeID, id, PayoutPending).Scan(&p.Account, &p.Amount, &created)
+	if errors.Is(err, errNoRows) {
+		var state, charge string
+		err = q.queryRow(ctx, `SELECT account, amount, created_at, state, coalesce(provider_charge_id, '') FROM payouts WHERE id = $1`, id).
+			Scan(&p.Account, &p.Amount, &created, &state, &charge)
+		if err == nil && (state != PayoutCompleted || charge != chargeID) {
+			err = fmt.Errorf("it is %s with charge %q, not pending", state, charge)
+		}
+	}
 	if err != nil {
 		return Payout{}, fmt.Errorf("complete payout %d: %w", id, err)
 	}

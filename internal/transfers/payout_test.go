@@ -35,8 +35,12 @@ const payer = "payer" // the bearer token, so the principal is "bearer:payer"
 func setupPayouts(t *testing.T, b backend, pcfg *fakeprovider.Config, providerURL string, mod func(*transfers.Config)) *payoutEnv {
 	t.Helper()
 	store, db := b.open(t)
-	ls, ok := store.(idem.LeasedTxStore)
-	if !ok {
+	var ls idem.LeasedStore
+	if b.leased != nil {
+		ls = b.leased(t)
+	} else if tx, ok := store.(idem.LeasedTxStore); ok {
+		ls = tx
+	} else {
 		t.Fatalf("%T does not implement idem.LeasedTxStore", store)
 	}
 	g, err := idem.New(store, nil)
@@ -130,7 +134,7 @@ func problemType(t *testing.T, r response) string {
 
 func TestPayoutCreatedAndReplayed(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends(t) {
+	for _, b := range payoutBackends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			e := setupPayouts(t, b, nil, "", nil)
@@ -165,7 +169,7 @@ func TestPayoutCreatedAndReplayed(t *testing.T) {
 
 func TestPayoutRefusedBeforeTheProvider(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends(t) {
+	for _, b := range payoutBackends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			e := setupPayouts(t, b, nil, "", nil)
@@ -216,7 +220,7 @@ func TestPayoutMalformedNotRecorded(t *testing.T) {
 
 func TestPayoutDeclinedIsCreditedBack(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends(t) {
+	for _, b := range payoutBackends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			e := setupPayouts(t, b, nil, "", nil)
@@ -247,7 +251,7 @@ func TestPayoutDeclinedIsCreditedBack(t *testing.T) {
 
 func TestPayoutUnknownOutcomeResumesAtTheCharge(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends(t) {
+	for _, b := range payoutBackends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			e := setupPayouts(t, b, nil, "", nil)
@@ -281,7 +285,7 @@ func TestPayoutUnknownOutcomeResumesAtTheCharge(t *testing.T) {
 
 func TestPayoutAppliedButUnanswered(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends(t) {
+	for _, b := range payoutBackends(t) {
 		for _, fault := range []fakeprovider.Fault{fakeprovider.TimeoutAfterApply, fakeprovider.ResetAfterApply} {
 			t.Run(b.name+"/"+fault.String(), func(t *testing.T) {
 				t.Parallel()
@@ -319,7 +323,7 @@ func TestPayoutAppliedButUnanswered(t *testing.T) {
 
 func TestPayoutFinishedByTheCompleter(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends(t) {
+	for _, b := range payoutBackends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			e := setupPayouts(t, b, nil, "", func(c *transfers.Config) { c.ProviderTimeout = 500 * time.Millisecond })
@@ -380,7 +384,7 @@ func TestPayoutConflictIsNotADecline(t *testing.T) {
 
 func TestPayoutConcurrentOneKey(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends(t) {
+	for _, b := range payoutBackends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			e := setupPayouts(t, b, nil, "", nil)

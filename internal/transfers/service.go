@@ -59,8 +59,13 @@ type Config struct {
 	// many clients connect. Defaults to 128.
 	MaxConcurrent int
 
-	// Leased serves POST /payouts in leased mode (see docs/PAYOUTS.md),
-	// over the same store as Guard, which it needs. The service registers
+	// Leased serves POST /payouts in leased mode (see docs/PAYOUTS.md);
+	// it needs Guard. Its store is the ledger's store (an
+	// idem.LeasedTxStore: each step that writes the ledger commits with
+	// its recovery point), or any other idem.LeasedStore, such as Redis
+	// (each such step commits first in the ledger, which makes it
+	// idempotent by itself, and is then recorded; docs/PAYOUTS.md, "On
+	// Redis"). The service registers
 	// the payout work with it as kind "http:"+PayoutKind, so that a
 	// Completer of this Leased finishes abandoned payouts. Defaults to
 	// nil: POST /payouts is not served.
@@ -126,7 +131,7 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	switch {
 	case out.Leased != nil && out.Guard == nil:
-		return out, errors.New("transfers: Config.Leased needs Config.Guard (over the same store)")
+		return out, errors.New("transfers: Config.Leased needs Config.Guard")
 	case (out.Leased != nil) != (out.Provider != ""):
 		return out, errors.New("transfers: Config.Leased and Config.Provider go together: payouts need both")
 	}
@@ -158,6 +163,9 @@ type Service struct {
 	handler  http.Handler
 	slots    chan struct{} // one per POST /transfers or /payouts being served
 	provider *provider     // nil without Config.Provider
+	// localSteps reports that Config.Leased's store commits a step with
+	// the ledger's writes (see ledgerStep).
+	localSteps bool
 }
 
 // New creates the ledger's tables if needed and returns the service.
@@ -175,6 +183,7 @@ func New(ctx context.Context, db *Database, cfg *Config) (*Service, error) {
 			url: c.Provider, client: &http.Client{}, timeout: c.ProviderTimeout,
 			attempts: c.ProviderAttempts, backoff: 100 * time.Millisecond,
 		}
+		_, s.localSteps = c.Leased.Store().(idem.LeasedTxStore)
 	}
 
 	mux := http.NewServeMux()

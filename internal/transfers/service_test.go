@@ -25,6 +25,9 @@ import (
 type backend struct {
 	name string
 	open func(t *testing.T) (idem.Store, *transfers.Database)
+	// leased, when set, is the store of leased mode (payouts); nil means
+	// the store open returns.
+	leased func(t *testing.T) idem.LeasedStore
 }
 
 func backends(t *testing.T) []backend {
@@ -36,11 +39,11 @@ func backends(t *testing.T) []backend {
 			}
 			t.Cleanup(func() { s.Close() })
 			return s, transfers.SQLite(s)
-		}},
+		}, nil},
 		{"Postgres", func(t *testing.T) (idem.Store, *transfers.Database) {
 			s := openPostgres(t)
 			return s, transfers.Postgres(s)
-		}},
+		}, nil},
 	}
 }
 
