@@ -65,6 +65,11 @@ func openBackend(ctx context.Context, db string, opts backendOptions) (*backend,
 }
 
 func open(ctx context.Context, db string, opts backendOptions) (*backend, error) {
+	if isRedis(db) {
+		// The commands refuse it first, with their own reason (needSQL,
+		// ledgerDB); this is the backstop.
+		return nil, usageError{"a Redis server keeps only the leased records of payouts; this needs the SQL database (a SQLite file path or a postgres:// URL)"}
+	}
 	if isPostgres(db) {
 		// The records live beside the ledger: pgstore uses the
 		// connection's current schema (the URL's search_path, if any).
@@ -152,16 +157,16 @@ func withPoolSize(db string, n int, explicit bool) (string, error) {
 	return u.String(), nil
 }
 
-// redact hides the passwords in a database URL for logs and errors: the
-// one in user:password@ and the password and sslpassword parameters, which
-// pgx accepts in the query too.
+// redact hides the passwords in a database URL (postgres:// or redis://)
+// for logs and errors: the one in user:password@ and the password and
+// sslpassword parameters, which pgx accepts in the query too.
 func redact(db string) string {
-	if !isPostgres(db) {
+	if !isPostgres(db) && !isRedis(db) {
 		return db
 	}
 	u, err := url.Parse(db)
 	if err != nil {
-		return "postgres://…"
+		return db[:strings.Index(db, "://")+3] + "…"
 	}
 	q := u.Query()
 	hidden := false

@@ -13,7 +13,7 @@ import (
 	"github.com/idemkit/idem/internal/transfers"
 )
 
-const completeSynopsis = `complete [-db idem.db | postgres://…] -provider URL [-lease 30s] [-provider-timeout 2s] [-ttl 24h] [-report-after 15m]
+const completeSynopsis = `complete [-db idem.db | postgres://… | redis://… -ledger idem.db | postgres://…] -provider URL [-lease 30s] [-provider-timeout 2s] [-ttl 24h] [-report-after 15m]
 
 complete makes one pass of the completer, then exits: it finds the payouts
 (leased work) whose lease has ended without an answer, because their process
@@ -21,7 +21,8 @@ died or their client gave up on a 503, and drives each one on from its last
 recovery point, calling the provider at -provider with the same derived key
 (see docs/PAYOUTS.md). It prints what it did. Its exit status is 1 when the
 store failed. On SQLite it cannot run beside the idem serve of the same file;
-idem serve -provider runs the completer itself.`
+idem serve -provider runs the completer itself. With the payouts' records on
+Redis, give the -db and -ledger of idem serve.`
 
 type completeCommand struct {
 	*Main
@@ -29,7 +30,8 @@ type completeCommand struct {
 
 func (c *completeCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("complete", flag.ContinueOnError)
-	db := fs.String("db", defaultDB, "SQLite file path, or a postgres:// URL")
+	db := fs.String("db", defaultDB, "SQLite file path, or a postgres:// URL; or the redis:// URL of idem serve's payouts, with -ledger")
+	ledger := fs.String("ledger", "", "with a redis:// -db: the SQL database of the ledger (idem serve's -ledger)")
 	lf := leasedFlags(fs)
 	ttl := fs.Duration("ttl", idem.DefaultTTL, "how long a finished payout's answer is kept and replayed")
 	if err := c.parse(fs, args, completeSynopsis); err != nil {
@@ -44,17 +46,26 @@ func (c *completeCommand) Run(ctx context.Context, args []string) error {
 	if err := lf.validate("complete", *ttl); err != nil {
 		return err
 	}
+	sqlDB, redisDB, err := ledgerDB("complete", *db, *ledger)
+	if err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(c.Stderr, nil))
-	b, err := openBackend(ctx, *db, backendOptions{existing: true})
+	b, err := openBackend(ctx, sqlDB, backendOptions{existing: true})
 	if err != nil {
 		return fmt.Errorf("complete: %w", err)
 	}
 	defer b.close()
+	ls, closeLeased, err := openLeased(ctx, b, redisDB)
+	if err != nil {
+		return fmt.Errorf("complete: %w", err)
+	}
+	defer closeLeased()
 	cfg := &transfers.Config{Logger: log}
 	if cfg.Guard, err = idem.New(b.store, &idem.Config{TTL: *ttl}); err != nil {
 		return err
 	}
-	if err := lf.configure(cfg, b.store, *ttl); err != nil {
+	if err := lf.configure(cfg, ls, *ttl); err != nil {
 		return fmt.Errorf("complete: %w", err)
 	}
 	// The service registers the payout work with cfg.Leased: the
@@ -118,11 +129,28 @@ func (o leasedOptions) validate(cmd string, ttl time.Duration) error {
 	return nil
 }
 
-// configure sets cfg's leased mode over store.
-func (o leasedOptions) configure(cfg *transfers.Config, store idem.Store, ttl time.Duration) error {
-	ls, ok := store.(idem.LeasedTxStore)
+// openLeased returns the store of the payouts' leased records: the Redis
+// server of redisDB, or, when it is empty, b's own store, whose local steps
+// commit with the ledger. closeLeased closes what it opened.
+func openLeased(ctx context.Context, b *backend, redisDB string) (ls idem.LeasedStore, closeLeased func(), err error) {
+	if redisDB != "" {
+		s, err := openRedis(ctx, redisDB)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, func() { _ = s.Close() }, nil
+	}
+	tx, ok := b.store.(idem.LeasedTxStore)
 	if !ok {
-		return fmt.Errorf("-provider: this store (%T) has no leased mode with local transactions (idem.LeasedTxStore)", store)
+		return nil, func() {}, nil // configure refuses it, with -provider only
+	}
+	return tx, func() {}, nil
+}
+
+// configure sets cfg's leased mode over store.
+func (o leasedOptions) configure(cfg *transfers.Config, ls idem.LeasedStore, ttl time.Duration) error {
+	if ls == nil {
+		return errors.New("-provider: this store has no leased mode with local transactions (idem.LeasedTxStore)")
 	}
 	l, err := idem.NewLeased(ls, &idem.LeasedConfig{Lease: *o.lease, TTL: ttl})
 	if err != nil {

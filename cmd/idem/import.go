@@ -78,6 +78,9 @@ func (c *importCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 
+	if err := needSQL("import", *db, "import applies transfers to the ledger"); err != nil {
+		return err
+	}
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return fmt.Errorf("import: %w", err)

@@ -40,6 +40,9 @@ either way. inspect never changes the database.`); err != nil {
 	if err != nil {
 		return usageError{fmt.Sprintf("inspect: %v", err)}
 	}
+	if err := needSQL("inspect", *db, "inspect reads the records of the SQL database"); err != nil {
+		return err
+	}
 	b, err := openBackend(ctx, *db, backendOptions{existing: true, readOnly: true})
 	if err != nil {
 		return fmt.Errorf("inspect: %w", err)

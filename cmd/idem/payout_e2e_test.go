@@ -17,16 +17,29 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/fakeprovider"
 	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/internal/redistest"
 )
 
-// payoutDBs are the databases the payout e2e tests run on: a SQLite file
-// (one process at a time) and a PostgreSQL schema.
+// payoutDBs are the databases the payout e2e tests run on, as idem serve
+// flags: a SQLite file (one process at a time), a PostgreSQL schema, and
+// the payouts' leased records on Redis with the ledger on a SQLite file.
 var payoutDBs = []struct {
 	name string
-	db   func(t *testing.T) string
+	db   func(t *testing.T) []string
 }{
-	{"SQLite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "payouts.db") }},
-	{"Postgres", func(t *testing.T) string { _, dsn := pgtest.Schema(t); return dsn }},
+	{"SQLite", func(t *testing.T) []string { return []string{"-db", filepath.Join(t.TempDir(), "payouts.db")} }},
+	{"Postgres", func(t *testing.T) []string { _, dsn := pgtest.Schema(t); return []string{"-db", dsn} }},
+	{"Redis", func(t *testing.T) []string {
+		return []string{"-db", redisDB(t), "-ledger", filepath.Join(t.TempDir(), "ledger.db")}
+	}},
+}
+
+// redisDB returns the -db of a Redis store of the test's own keys (a
+// ?prefix= no other test uses), deleted when the test ends.
+func redisDB(t *testing.T) string {
+	t.Helper()
+	c := redistest.Client(t)
+	return "redis://" + redistest.Require(t) + "/0?prefix=" + redistest.Name(t, c)
 }
 
 // payoutAmount is what every e2e payout takes from alice's 1000.
@@ -129,15 +142,15 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("%s: not within 60s", what)
 }
 
-// crashPayout starts idem serve -provider on db, sends a payout with key
+// crashPayout starts idem serve -provider on db (its database flags), sends a payout with key
 // and kills the process with SIGKILL at point: "before" the provider
 // applies anything (the call is dropped), "during" the call (the provider
 // applies it after the process died) or "after" it (the provider applied
 // and answered; the process was stopped before it could read the answer).
 // It returns once the provider is done with the call.
-func crashPayout(t *testing.T, db, providerURL string, prov *fakeprovider.Provider, key, point string) {
+func crashPayout(t *testing.T, db []string, providerURL string, prov *fakeprovider.Provider, key, point string) {
 	t.Helper()
-	s := startServe(t, "-db", db, "-provider", providerURL, "-lease", "2s", "-complete-interval", "1h")
+	s := startServe(t, append(db, "-provider", providerURL, "-lease", "2s", "-complete-interval", "1h")...)
 	if status, body := s.do(t, "PUT", "/accounts/alice", "", `{"balance":1000}`); status != 200 {
 		t.Fatalf("PUT /accounts/alice: %d %s", status, body)
 	}
@@ -208,7 +221,7 @@ func TestPayoutE2ECrashResumed(t *testing.T) {
 						interval = "500ms"
 					}
 					killed := time.Now()
-					s := startServe(t, "-db", db, "-provider", url, "-lease", "2s", "-complete-interval", interval)
+					s := startServe(t, append(db, "-provider", url, "-lease", "2s", "-complete-interval", interval)...)
 					if by == "Retry" {
 						var status int
 						var body string
@@ -361,7 +374,7 @@ func TestPayoutE2ECompleteCommand(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "complete.db")
 	prov, url := fakeprovider.Start(t, nil)
 	const key = "complete-cmd"
-	crashPayout(t, db, url, prov, key, "during")
+	crashPayout(t, []string{"-db", db}, url, prov, key, "during")
 	time.Sleep(2500 * time.Millisecond) // the dead holder's 2s lease ends
 	out, err := exec.Command(binary, "complete", "-db", db, "-provider", url, "-lease", "2s").Output()
 	if err != nil || !strings.Contains(string(out), "found 1 abandoned record(s): 1 completed") {

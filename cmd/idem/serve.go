@@ -28,7 +28,7 @@ import (
 // connections only as they are needed.
 const defaultPool = 16
 
-const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://…] [-idempotency on|off] [-ttl 24h] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]] [-provider URL [-lease 30s] [-provider-timeout 2s] [-complete-interval 5s] [-report-after 15m]] [-otlp URL]
+const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://… | redis://… -ledger idem.db | postgres://…] [-idempotency on|off] [-ttl 24h] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]] [-provider URL [-lease 30s] [-provider-timeout 2s] [-complete-interval 5s] [-report-after 15m]] [-otlp URL]
 
 serve runs the transfers service: PUT and GET /accounts/{id}, POST /transfers
 (Idempotency-Key required), GET /transfers[?limit=N] and /transfers/{id},
@@ -44,7 +44,13 @@ charges it at POST {URL}/charges with a key derived from the request's, and
 answers 201, or 422 payout-declined once the account is credited back, or 503
 with Retry-After while the provider's answer is unknown; GET /payouts lists
 them. A completer finishes the payouts left pending every -complete-interval
-(see docs/PAYOUTS.md; "idem complete" makes one pass).`
+(see docs/PAYOUTS.md; "idem complete" makes one pass).
+
+With -db redis://host:6379/0[?prefix=idem] the payouts' leased records live
+in Redis (keys starting with the prefix, "idem" by default) and -ledger names
+the SQL database of everything else: the ledger (accounts, transfers,
+payouts) and the records of POST /transfers, which atomic mode commits with
+the transfer. It needs -provider (see docs/PAYOUTS.md, "On Redis").`
 
 type serveCommand struct {
 	*Main
@@ -53,7 +59,8 @@ type serveCommand struct {
 func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
-	db := fs.String("db", defaultDB, "SQLite file path, or a postgres:// URL")
+	db := fs.String("db", defaultDB, "SQLite file path, or a postgres:// URL; or a redis:// URL (rediss:// for TLS; ?prefix= sets the keys' prefix) for the payouts' leased records, with -ledger and -provider")
+	ledger := fs.String("ledger", "", "with a redis:// -db: the SQL database (SQLite file path, or a postgres:// URL) of the ledger and of the records of POST /transfers")
 	mode := fs.String("idempotency", "on", `"on", or "off" to run the same service without idem (keys ignored; for comparisons only)`)
 	ttl := fs.Duration("ttl", idem.DefaultTTL, "how long idempotency records are kept and replayed")
 	pool := fs.Int("pool", defaultPool, "PostgreSQL: the most connections the service opens (pgxpool's pool_max_conns; a pool_max_conns in -db wins over the default). Not for SQLite, which writes one transaction at a time whatever the pool")
@@ -85,16 +92,23 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	sqlDB, redisDB, err := ledgerDB("serve", *db, *ledger)
+	if err != nil {
+		return err
+	}
+	if redisDB != "" && *lf.provider == "" {
+		return usageError{fmt.Sprintf("serve: -db %s keeps the leased records of payouts, and there are no payouts without -provider: add -provider URL, or give -db the SQL database alone", redact(redisDB))}
+	}
 	poolSet := set["pool"]
 	switch {
 	case *pool < 1:
 		return usageError{fmt.Sprintf("serve: -pool must be positive, got %d", *pool)}
 	case *maxConcurrent < 1:
 		return usageError{fmt.Sprintf("serve: -max-concurrent must be positive, got %d", *maxConcurrent)}
-	case poolSet && !isPostgres(*db):
+	case poolSet && !isPostgres(sqlDB):
 		return usageError{"serve: -pool applies to PostgreSQL only (SQLite writes one transaction at a time whatever the pool)"}
 	}
-	if *probe && !isPostgres(*db) {
+	if *probe && !isPostgres(sqlDB) {
 		return usageError{"serve: -replay-probe applies to PostgreSQL only"}
 	}
 	if *mode != "on" && *mode != "off" {
@@ -135,14 +149,19 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	log := slog.New(slog.NewTextHandler(c.Stderr, nil))
 
 	opts := backendOptions{replayProbe: *probe}
-	if isPostgres(*db) {
+	if isPostgres(sqlDB) {
 		opts.pool, opts.poolExplicit = *pool, poolSet
 	}
-	b, err := openBackend(ctx, *db, opts)
+	b, err := openBackend(ctx, sqlDB, opts)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer closeWithin(b.close, 5*time.Second, log)
+	leasedStore, closeLeased, err := openLeased(ctx, b, redisDB)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer closeLeased()
 	cfg := &transfers.Config{Logger: log, BodyTimeout: *bodyTimeout, RequestTimeout: *timeout, MaxConcurrent: *maxConcurrent}
 	reg, err := setupMetrics(cfg, b.pool)
 	if err != nil {
@@ -165,7 +184,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 			go sw.Run(ctx)
 		}
 		if *lf.provider != "" {
-			if err := lf.configure(cfg, b.store, *ttl); err != nil {
+			if err := lf.configure(cfg, leasedStore, *ttl); err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
 		}
@@ -221,6 +240,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		IdleTimeout:       *idle,
 	}
 	attrs := []any{"addr", "http://" + ln.Addr().String(), "db", redact(*db), "idempotency", *mode}
+	if redisDB != "" {
+		attrs = append(attrs, "ledger", redact(sqlDB))
+	}
 	if cfg.Leased != nil {
 		attrs = append(attrs, "provider", redactURL(*lf.provider), "lease", *lf.lease)
 	}

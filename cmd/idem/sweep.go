@@ -25,6 +25,9 @@ func (c *sweepCommand) Run(ctx context.Context, args []string) error {
 	if *batch <= 0 {
 		return usageError{fmt.Sprintf("sweep: -batch must be positive, got %d", *batch)}
 	}
+	if err := needSQL("sweep", *db, "sweep deletes the expired records of the SQL database (Redis expires its own)"); err != nil {
+		return err
+	}
 	b, err := openBackend(ctx, *db, backendOptions{existing: true})
 	if err != nil {
 		return fmt.Errorf("sweep: %w", err)
