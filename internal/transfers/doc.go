@@ -77,7 +77,10 @@
 // local step that completes the payout, or credits it back after a decline
 // (422 payout-declined). An unknown outcome at the provider is answered 503
 // with Retry-After and never compensated; the retry or the completer
-// resumes at the charge. See docs/PAYOUTS.md.
+// resumes at the charge. Config.Leased's store may be Redis (any
+// idem.LeasedStore that is not an idem.LeasedTxStore): the steps that write
+// the ledger then commit there first, each able to find its own earlier
+// commit, and are recorded after. See docs/PAYOUTS.md.
 //
 // The same service runs on SQLite (sqlitestore) and PostgreSQL (pgstore).
 // With a nil Guard it runs without idempotency (keys are ignored, each
