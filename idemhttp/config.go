@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/httpsyntax"
 )
 
@@ -108,6 +109,12 @@ type Config struct {
 	// Observer is told the outcome of every protected request, for
 	// metrics (see package idemprom). Defaults to none.
 	Observer Observer
+
+	// Leased is the leased-mode engine that serves the routes made with
+	// RouteOptions.Leased (see docs/HTTP.md, "Leased routes"); the Guard
+	// passed to New serves every other route. Defaults to nil: no route
+	// may be leased.
+	Leased *idem.Leased
 }
 
 // DefaultHeader is the default name of the key's request header.
@@ -274,7 +281,25 @@ type RouteOptions struct {
 	// are refused with 500 no-principal, unless Config.Anonymous is set.
 	Anonymous bool
 
-	// TTL overrides the Guard's record lifetime for these routes. Defaults
-	// to 0, meaning the Guard's TTL.
+	// TTL overrides the Guard's record lifetime for these routes (on a
+	// leased route, the Leased engine's). Defaults to 0, meaning the
+	// Guard's TTL (the Leased engine's).
 	TTL time.Duration
+
+	// Leased serves these routes in leased mode, with Config.Leased,
+	// instead of in the store's transaction: for handlers whose effects
+	// live outside the store's database (a payment provider, another
+	// service). The claim of the key commits before the handler runs, with
+	// a lease; the handler finds its *idem.Run with idem.RunFrom to record
+	// steps and derive downstream keys; a 5xx releases the claim with its
+	// steps kept, for a retry or the completer. See docs/HTTP.md, "Leased
+	// routes". It cannot be combined with FailOpen. Defaults to false.
+	Leased bool
+
+	// Kind names a leased route's work for the completer: the handler is
+	// registered with Config.Leased as kind "http:"+Kind, so that an
+	// idem.Completer can re-serve a request its client abandoned. Each
+	// Kind may be given to one handler only. Required when Leased is set,
+	// and only then.
+	Kind string
 }

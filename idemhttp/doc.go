@@ -90,8 +90,28 @@
 //
 // Middleware.Handler requires a key; Middleware.Optional lets requests
 // without one through unprotected; Middleware.Route takes RouteOptions for
-// an optional key, failing open, anonymous callers, or a record TTL of its
-// own.
+// an optional key, failing open, anonymous callers, a record TTL of its
+// own, or leased mode.
+//
+// # Leased routes
+//
+// Routes are atomic by default: the handler runs in the store's
+// transaction. A handler whose effects live outside the store's database
+// (a payment provider, another service) goes on a route made with
+// RouteOptions.Leased and a Kind, served by Config.Leased (an
+// *idem.Leased): the claim of the key commits first, with a lease that a
+// heartbeat extends, and the handler finds its *idem.Run with idem.RunFrom
+// to record steps (Run.Step, Run.LocalStep) and derive the keys it sends
+// downstream (Run.DerivedKey). A 2xx, 3xx or 4xx completes the record and
+// is replayed like an atomic route's. A 5xx is sent as it is and releases
+// the claim with its steps kept, so that the retry resumes after the last
+// step. A key under a live lease is a 409 whose Retry-After is what is
+// left of the lease; a handler whose lease was taken over is answered 503
+// lease-lost (OutcomeLeaseLost). The request is stored with the claim,
+// without its credentials, and the handler is registered with the Leased
+// engine as kind "http:"+Kind, so that an idem.Completer can serve it
+// again if its client abandons it. docs/HTTP.md, "Leased routes", says
+// what is stored and what the completer's request lacks.
 //
 // # Recorded headers
 //

@@ -35,7 +35,11 @@ func (c *call) execute() (res idem.Result, replayed bool, err error) {
 			c.done(OutcomePanic, 0, nil)
 		}
 	}()
-	res, replayed, err = c.m.guard.Do(c.r.Context(), c.req, c.work)
+	if c.h.kind != "" {
+		res, replayed, err = c.executeLeased()
+	} else {
+		res, replayed, err = c.m.guard.Do(c.r.Context(), c.req, c.work)
+	}
 	finished = true
 	return res, replayed, err
 }
@@ -46,17 +50,7 @@ func (c *call) work(ctx context.Context) (idem.Result, error) {
 	c.workRan = true
 	c.rec = newRecorder(c.w, c.m.cfg.MaxResponseBody)
 	c.h.next.ServeHTTP(c.rec, withBody(c.r.WithContext(ctx), c.body))
-	if c.rec.tooLarge {
-		return idem.Result{}, errResponseTooLarge
-	}
-	status := c.rec.finalStatus()
-	if status >= 500 || (ctx.Err() != nil && (status == http.StatusRequestTimeout || status == statusClientClosed)) {
-		// A 5xx is not final. Neither is a 408 or 499 written because
-		// the request's context ended: it speaks of this attempt, not of
-		// the request, and must not be replayed to the retry.
-		return idem.Result{}, &serverError{c.rec}
-	}
-	return idem.Result{Status: status, Header: c.m.recordedHeader(c.rec.header), Body: c.rec.body}, nil
+	return c.m.result(ctx, c.rec)
 }
 
 // answer sends what the guard decided.
@@ -90,9 +84,20 @@ func (c *call) answerError(err error) {
 	var serr *serverError
 	var ife *idem.InFlightError
 	switch {
+	case errors.Is(err, idem.ErrFenced):
+		// Only a leased route's work can lose its lease. What it did
+		// through its Run was refused; its successor owns the request.
+		writeProblem(w, ProblemLeaseLost, http.StatusServiceUnavailable,
+			"The server lost its claim on this request while processing it; another attempt now holds it. Retry later with the same key.",
+			c.m.cfg.Leased.Lease())
+		c.done(OutcomeLeaseLost, http.StatusServiceUnavailable, err)
 	case errors.As(err, &serr):
 		c.sendRecorded(serr.rec)
-		c.done(OutcomeRolledBack, serr.rec.finalStatus(), nil)
+		if c.h.kind != "" {
+			c.done(OutcomeReleased, serr.rec.finalStatus(), nil)
+		} else {
+			c.done(OutcomeRolledBack, serr.rec.finalStatus(), nil)
+		}
 	case errors.Is(err, errResponseTooLarge):
 		writeProblem(w, ProblemResponseTooLarge, http.StatusInternalServerError, "", 0)
 		c.done(OutcomeResponseTooLarge, http.StatusInternalServerError,

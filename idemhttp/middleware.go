@@ -59,10 +59,18 @@ func (m *Middleware) Optional(next http.Handler) http.Handler {
 }
 
 // Route returns middleware that wraps handlers with the policy o. Like
-// http.ServeMux.Handle, it panics on a programming error: a negative TTL.
+// http.ServeMux.Handle, it panics on a programming error: a negative TTL;
+// a Kind without Leased; a leased route without Config.Leased, without a
+// Kind, with an invalid Kind or with FailOpen. The middleware it returns
+// panics when given a second handler for a Kind already registered.
 func (m *Middleware) Route(o RouteOptions) func(http.Handler) http.Handler {
 	if o.TTL < 0 {
 		panic(fmt.Sprintf("idemhttp: RouteOptions.TTL must not be negative, got %s", o.TTL))
+	}
+	if o.Leased {
+		checkLeasedRoute(m, o)
+	} else if o.Kind != "" {
+		panic(fmt.Sprintf("idemhttp: RouteOptions.Kind %q is set but Leased is not", o.Kind))
 	}
 	return func(next http.Handler) http.Handler { return m.wrap(next, o) }
 }
@@ -71,13 +79,22 @@ func (m *Middleware) wrap(next http.Handler, o RouteOptions) http.Handler {
 	if next == nil {
 		panic("idemhttp: nil handler")
 	}
-	return &handler{m: m, next: next, opts: o}
+	h := &handler{m: m, next: next, opts: o}
+	if o.Leased {
+		h.kind = KindPrefix + o.Kind
+		if err := m.cfg.Leased.Register(h.kind, h.complete); err != nil {
+			panic(fmt.Sprintf("idemhttp: leased route of Kind %q: %v (each Kind may be given to one handler only)", o.Kind, err))
+		}
+	}
+	return h
 }
 
 type handler struct {
 	m    *Middleware
 	next http.Handler
 	opts RouteOptions
+	// kind is the registered kind of a leased route, "" on an atomic one.
+	kind string
 }
 
 // ServeHTTP takes a protected request through its steps. Each step that

@@ -70,6 +70,17 @@ const (
 	OutcomeFailOpen Outcome = "fail_open"
 	// OutcomeBadRequest: the request body could not be read; 400 was sent.
 	OutcomeBadRequest Outcome = "bad_request"
+	// OutcomeReleased: on a leased route, the handler answered 5xx (or
+	// 408/499 once the request's context ended); its claim was released
+	// with its recovery points kept, for a retry or the completer to
+	// resume, and its response was sent. Effects outside the store that
+	// the handler had already caused are not undone.
+	OutcomeReleased Outcome = "released"
+	// OutcomeLeaseLost: on a leased route, the handler's lease was taken
+	// over while it ran (it outlived its lease: a stall, or heartbeats
+	// that failed); its later writes were refused, nothing was recorded by
+	// it, and 503 lease-lost with Retry-After was sent.
+	OutcomeLeaseLost Outcome = "lease_lost"
 	// OutcomeError: Config.Scope failed (other than with ErrNoPrincipal)
 	// or the guard failed unexpectedly; 500 was sent and nothing ran.
 	OutcomeError Outcome = "error"
@@ -84,6 +95,7 @@ func Outcomes() []Outcome {
 		OutcomeResponseTooLarge, OutcomeRolledBack, OutcomePanic,
 		OutcomeUnprotected, OutcomeFailOpen, OutcomeBadRequest, OutcomeError,
 		OutcomeRequestTimeout, OutcomeTooBusy, OutcomeNoPrincipal,
+		OutcomeReleased, OutcomeLeaseLost,
 	}
 }
 
@@ -133,9 +145,9 @@ func outcomeLevel(o Outcome) slog.Level {
 	switch o {
 	case OutcomeExecuted, OutcomeUnprotected:
 		return slog.LevelDebug
-	case OutcomeFailOpen, OutcomeRolledBack, OutcomeTooBusy, OutcomeNoPrincipal:
+	case OutcomeFailOpen, OutcomeRolledBack, OutcomeReleased, OutcomeTooBusy, OutcomeNoPrincipal:
 		return slog.LevelWarn
-	case OutcomeUnavailable, OutcomeResponseTooLarge, OutcomePanic, OutcomeError:
+	case OutcomeUnavailable, OutcomeResponseTooLarge, OutcomePanic, OutcomeError, OutcomeLeaseLost:
 		return slog.LevelError
 	default:
 		return slog.LevelInfo

@@ -22,6 +22,7 @@ const (
 	ProblemNoPrincipal      = "https://idemkit.dev/problems/no-principal"
 	ProblemRequestTimeout   = "https://idemkit.dev/problems/request-timeout"
 	ProblemTooBusy          = "https://idemkit.dev/problems/too-busy"
+	ProblemLeaseLost        = "https://idemkit.dev/problems/lease-lost"
 )
 
 // ProblemContentType is the media type of the middleware's own error
@@ -53,6 +54,7 @@ var problemTitles = map[string]string{
 	ProblemNoPrincipal:      "The request has no principal to scope its key by",
 	ProblemRequestTimeout:   "Request was not received in time",
 	ProblemTooBusy:          "Too many requests in progress",
+	ProblemLeaseLost:        "The claim on this Idempotency-Key was lost",
 }
 
 // writeProblem sends a problem+json answer. retryAfter, when positive, is

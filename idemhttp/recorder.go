@@ -29,7 +29,12 @@ type recorder struct {
 	tooLarge bool
 }
 
+// newRecorder returns a recorder in front of w; w is nil when a completer
+// serves a stored request, which has no connection.
 func newRecorder(w http.ResponseWriter, limit int64) *recorder {
+	if w == nil {
+		return &recorder{header: make(http.Header), limit: limit}
+	}
 	// The handler sees the headers that outer middleware already set, as
 	// it would without us.
 	return &recorder{w: w, header: w.Header().Clone(), limit: limit}
@@ -74,11 +79,17 @@ func (rec *recorder) WriteString(s string) (int, error) {
 
 // SetReadDeadline is found by http.ResponseController.
 func (rec *recorder) SetReadDeadline(t time.Time) error {
+	if rec.w == nil {
+		return http.ErrNotSupported
+	}
 	return http.NewResponseController(rec.w).SetReadDeadline(t)
 }
 
 // SetWriteDeadline is found by http.ResponseController.
 func (rec *recorder) SetWriteDeadline(t time.Time) error {
+	if rec.w == nil {
+		return http.ErrNotSupported
+	}
 	return http.NewResponseController(rec.w).SetWriteDeadline(t)
 }
 

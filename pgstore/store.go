@@ -11,13 +11,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Store is an idem.Store on PostgreSQL. It is safe for concurrent use.
+// Store is an idem.Store on PostgreSQL, and an idem.LeasedTxStore for
+// leased mode (see docs/POSTGRES.md, "Leased mode"). It is safe for
+// concurrent use.
 type Store struct {
 	pool  *pgxpool.Pool
 	owned bool // Open created pool; Close closes it
 	cfg   Config
 	names pgschema.Names
 	sql   pgschema.Statements // built once from names
+
+	leased pgschema.LeasedStatements // built once from names
 
 	connCheck pgschema.ConnCheck
 	probes    reserve // the connections of Config.ProbeConns
@@ -50,7 +54,11 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	}
 	c.Schema = set.Schema
 	n := pgschema.NewNames(c.Schema, c.Table)
-	s := &Store{pool: pool, cfg: c, names: n, sql: pgschema.NewStatements(n, set.IdleInTransactionTimeout)}
+	s := &Store{
+		pool: pool, cfg: c, names: n,
+		sql:    pgschema.NewStatements(n, set.IdleInTransactionTimeout),
+		leased: pgschema.NewLeasedStatements(n, set.IdleInTransactionTimeout),
+	}
 	s.probes.conns = int32(c.ProbeConns)
 	s.lockKey = s.hashLockKey
 	if !c.SkipMigrate {
@@ -174,7 +182,7 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 	// when there was none, nobody can write one while this transaction
 	// holds the key's lock, and the DELETE is skipped.
 	t := &Tx{store: s, conn: conn, scope: p.Scope, key: p.Key, expiredRow: rec != nil, txStart: txStart}
-	t.handle = &handle{tx: ptx, owner: t}
+	t.handle = &handle{tx: ptx, ended: &t.ended, owned: errGuardOwned}
 	return nil, t, nil
 }
 
@@ -230,9 +238,10 @@ func (s *Store) probe(ctx context.Context, p *idem.BeginParams) (*idem.Record, b
 	return rec, rec != nil || err != nil, err
 }
 
-// Lookup implements idem.Inspector.
+// Lookup implements idem.Inspector. It reads leased mode's fields too (the
+// lease, token, kind, attempts of a pending record).
 func (s *Store) Lookup(ctx context.Context, p *idem.LookupParams) (*idem.Record, error) {
-	rec, err := pgschema.ScanRecord(s.pool.QueryRow(ctx, s.sql.Select, p.Scope, p.Key), p.Scope, p.Key)
+	rec, err := pgschema.ScanLeased(s.pool.QueryRow(ctx, s.leased.Select, p.Scope, p.Key))
 	if err != nil {
 		return nil, unavailable("lookup", err)
 	}

@@ -29,12 +29,15 @@ type Tx struct {
 var _ idem.Tx = (*Tx)(nil)
 
 // TxFrom returns the pgx.Tx that the work passed to idem.Guard.Do runs in,
-// and whether ctx carries a pgstore transaction. Write the effect through
-// it so that the effect commits with the record, or not at all.
+// or that a local step of leased work runs in (idem.Run.LocalStep), and
+// whether ctx carries a pgstore transaction. Write the effect through it
+// so that the effect commits with the record (or the recovery point), or
+// not at all.
 //
-// The pgx.Tx belongs to the Guard: its Commit and Rollback return an error
-// and do nothing (return an error from the work to roll back). Its Begin
-// opens a savepoint as usual, for pgx.BeginFunc and the like.
+// The pgx.Tx belongs to the Guard (or LocalStep): its Commit and Rollback
+// return an error and do nothing (return an error from the work to roll
+// back). Its Begin opens a savepoint as usual, for pgx.BeginFunc and the
+// like.
 func TxFrom(ctx context.Context) (pgx.Tx, bool) {
 	tx, ok := idem.TxFrom(ctx)
 	if !ok {
@@ -109,16 +112,20 @@ func (t *Tx) Rollback(ctx context.Context) error {
 }
 
 // errGuardOwned is returned by Commit and Rollback of the pgx.Tx that
-// TxFrom returns.
-var errGuardOwned = errors.New("pgstore: this transaction is committed by idem.Guard with its record; return an error from the work to roll it back")
+// TxFrom returns in atomic work, errStepOwned in a local step.
+var (
+	errGuardOwned = errors.New("pgstore: this transaction is committed by idem.Guard with its record; return an error from the work to roll it back")
+	errStepOwned  = errors.New("pgstore: this transaction is committed by idem.Run.LocalStep with its recovery point; return an error from the step to roll it back")
+)
 
-// handle is the pgx.Tx given to the work. It forwards to pgx's own
-// transaction while the idem Tx is open and behaves as a closed pgx.Tx
-// afterwards, so a reference kept past the work cannot reach a connection
-// that is back in the pool.
+// handle is the pgx.Tx given to the work (or a local step). It forwards to
+// pgx's own transaction while its owner is open and behaves as a closed
+// pgx.Tx afterwards, so a reference kept past the work cannot reach a
+// connection that is back in the pool.
 type handle struct {
 	tx    pgx.Tx
-	owner *Tx
+	ended *bool // the owner's
+	owned error // what Commit and Rollback return while the owner is open
 }
 
 var _ pgx.Tx = (*handle)(nil)
@@ -131,7 +138,7 @@ var closedTx = func() pgx.Tx {
 }()
 
 func (h *handle) cur() pgx.Tx {
-	if h.owner.ended {
+	if *h.ended {
 		return closedTx
 	}
 	return h.tx
@@ -140,21 +147,22 @@ func (h *handle) cur() pgx.Tx {
 // Begin starts a pseudo nested transaction (a savepoint).
 func (h *handle) Begin(ctx context.Context) (pgx.Tx, error) { return h.cur().Begin(ctx) }
 
-// Commit returns an error: the Guard commits the transaction.
+// Commit returns an error: the Guard (or LocalStep) commits the
+// transaction.
 func (h *handle) Commit(context.Context) error {
-	if h.owner.ended {
+	if *h.ended {
 		return pgx.ErrTxClosed
 	}
-	return errGuardOwned
+	return h.owned
 }
 
-// Rollback returns an error: the Guard rolls the transaction back when the
-// work returns an error.
+// Rollback returns an error: the Guard (or LocalStep) rolls the transaction
+// back when the work returns an error.
 func (h *handle) Rollback(context.Context) error {
-	if h.owner.ended {
+	if *h.ended {
 		return pgx.ErrTxClosed
 	}
-	return errGuardOwned
+	return h.owned
 }
 
 func (h *handle) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {

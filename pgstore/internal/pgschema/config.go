@@ -40,8 +40,10 @@ func (s Settings) WithDefaults(pkg string) (Settings, error) {
 }
 
 // maxTableLen keeps the names derived from the table ("…_migrations",
-// "…_expires_at_idx") within PostgreSQL's 63-byte identifier limit, which
-// it would otherwise truncate silently.
+// "…_expires_at_idx", the longest, and leased mode's "…_steps",
+// "…_steps_pkey", "…_pending_idx" and "…_steps_seq_seq", the sequence
+// PostgreSQL names for the steps' identity column) within PostgreSQL's
+// 63-byte identifier limit, which it would otherwise truncate silently.
 const maxTableLen = 63 - len("_expires_at_idx")
 
 // maxIdle is the largest idle_in_transaction_session_timeout PostgreSQL

@@ -34,7 +34,38 @@ var migrations = []migration{
 );
 CREATE INDEX ` + n.ExpiresIdx + ` ON ` + n.Table + ` (expires_at)`
 	}},
+	// Leased mode (see LeasedStatements): the lease and fencing token of a
+	// pending record, what a completer needs to finish it, and its
+	// recovery points. The defaults are constants, so the new columns
+	// cost no rewrite of the table, and an atomic record reads as one
+	// with no lease. The partial index serves Abandoned and stays as
+	// small as the pending records. A step's seq is an identity, so
+	// steps read back in the order they were first saved.
+	{version: 2, sql: func(n Names) string {
+		return `ALTER TABLE ` + n.Table + `
+	ADD COLUMN token       bigint  NOT NULL DEFAULT 0,
+	ADD COLUMN lease_until timestamptz,
+	ADD COLUMN kind        text    NOT NULL DEFAULT '',
+	ADD COLUMN input       bytea,
+	ADD COLUMN attempts    integer NOT NULL DEFAULT 0,
+	ADD COLUMN last_error  text    NOT NULL DEFAULT '';
+CREATE INDEX ` + n.PendingIdx + ` ON ` + n.Table + ` (lease_until) WHERE state = 'pending';
+CREATE TABLE ` + n.Steps + ` (
+	scope      text        NOT NULL,
+	key        text        NOT NULL,
+	name       text        NOT NULL,
+	seq        bigint      GENERATED ALWAYS AS IDENTITY,
+	output     bytea,
+	created_at timestamptz NOT NULL,
+	CONSTRAINT ` + n.StepsPKey + ` PRIMARY KEY (scope, key, name)
+)`
+	}},
 }
+
+// LatestVersion is the version of the last migration: a table that has
+// had them all has one row per version, 1 to LatestVersion, in its
+// migration table.
+func LatestVersion() int { return migrations[len(migrations)-1].version }
 
 // Querier runs statements in the one transaction Migrate works in. Each
 // store adapts its driver's transaction to it.

@@ -43,7 +43,8 @@ func TestLockKeyIsStable(t *testing.T) {
 func TestNewNamesQuotes(t *testing.T) {
 	t.Parallel()
 	n := NewNames(`s"x`, "t")
-	want := Names{Schema: `"s""x"`, Table: `"s""x"."t"`, Migrations: `"s""x"."t_migrations"`, PKey: `"t_pkey"`, ExpiresIdx: `"t_expires_at_idx"`}
+	want := Names{Schema: `"s""x"`, Table: `"s""x"."t"`, Migrations: `"s""x"."t_migrations"`, PKey: `"t_pkey"`, ExpiresIdx: `"t_expires_at_idx"`,
+		PendingIdx: `"t_pending_idx"`, Steps: `"s""x"."t_steps"`, StepsPKey: `"t_steps_pkey"`}
 	if n != want {
 		t.Errorf("NewNames = %+v, want %+v", n, want)
 	}

@@ -74,13 +74,9 @@ func finish(rec *idem.Record, state string, headers []byte) (*idem.Record, error
 // as JSON text (nil for NULL): pgx and every database/sql driver send a
 // string as it is, where some send []byte as bytea.
 func InsertArgs(scope, key string, r *idem.Record, txStart time.Time) ([]any, error) {
-	var headers any
-	if r.Result.Header != nil {
-		b, err := json.Marshal(r.Result.Header)
-		if err != nil {
-			return nil, fmt.Errorf("headers: %w", err)
-		}
-		headers = string(b)
+	headers, err := headersArg(r.Result.Header)
+	if err != nil {
+		return nil, err
 	}
 	body := r.Result.Body
 	if body == nil {
@@ -91,6 +87,19 @@ func InsertArgs(scope, key string, r *idem.Record, txStart time.Time) ([]any, er
 		state = idem.StateCompleted
 	}
 	return []any{scope, key, r.Fingerprint, string(state), r.Result.Status, headers, body, r.CreatedAt, r.ExpiresAt, txStart}, nil
+}
+
+// headersArg is the headers parameter of a statement: JSON text, or nil
+// (NULL) for none.
+func headersArg(h map[string][]string) (any, error) {
+	if h == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("headers: %w", err)
+	}
+	return string(b), nil
 }
 
 // Answer decides a Begin, or a probe, from what it saw: whether it got the

@@ -28,6 +28,11 @@ type Names struct {
 	Migrations string // "s"."t_migrations"
 	PKey       string // "t_pkey"
 	ExpiresIdx string // "t_expires_at_idx"
+
+	// The objects of leased mode (migration 2).
+	PendingIdx string // "t_pending_idx": lease_until of pending records
+	Steps      string // "s"."t_steps": the recovery points
+	StepsPKey  string // "t_steps_pkey"
 }
 
 // NewNames quotes the identifiers of table in schema. Both must have
@@ -39,6 +44,9 @@ func NewNames(schema, table string) Names {
 		Migrations: Quote(schema) + "." + Quote(table+"_migrations"),
 		PKey:       Quote(table + "_pkey"),
 		ExpiresIdx: Quote(table + "_expires_at_idx"),
+		PendingIdx: Quote(table + "_pending_idx"),
+		Steps:      Quote(schema) + "." + Quote(table+"_steps"),
+		StepsPKey:  Quote(table + "_steps_pkey"),
 	}
 }
 
@@ -134,11 +142,7 @@ const ConnectionCheckInterval = "1s"
 // transaction (Settings.IdleInTransactionTimeout); a negative idle sets
 // nothing and leaves the server's.
 func NewStatements(n Names, idle time.Duration) Statements {
-	setIdle := `''::text`
-	if idle > 0 {
-		ms := (idle + time.Millisecond - 1) / time.Millisecond
-		setIdle = `set_config('idle_in_transaction_session_timeout', '` + strconv.FormatInt(int64(ms), 10) + `', true)`
-	}
+	setIdle := idleSetting(idle)
 	return Statements{
 		Lock:      `SELECT pg_try_advisory_xact_lock($1), set_config('client_connection_check_interval', '` + ConnectionCheckInterval + `', true) || ` + setIdle + `, transaction_timestamp()`,
 		LockPlain: `SELECT pg_try_advisory_xact_lock($1), ` + setIdle + `, transaction_timestamp()`,
@@ -151,6 +155,16 @@ func NewStatements(n Names, idle time.Duration) Statements {
 FROM (SELECT pg_try_advisory_xact_lock($1) AS locked) AS l
 LEFT JOIN ` + n.Table + ` AS r ON r.scope = $2 AND r.key = $3`,
 	}
+}
+
+// idleSetting is the expression that sets idle_in_transaction_session_timeout
+// to idle for the transaction, or an empty text for a negative idle.
+func idleSetting(idle time.Duration) string {
+	if idle <= 0 {
+		return `''::text`
+	}
+	ms := (idle + time.Millisecond - 1) / time.Millisecond
+	return `set_config('idle_in_transaction_session_timeout', '` + strconv.FormatInt(int64(ms), 10) + `', true)`
 }
 
 // ConnCheck remembers whether the server has client_connection_check_interval.

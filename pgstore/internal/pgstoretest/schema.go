@@ -75,7 +75,7 @@ func dropFromPublic(t *testing.T, table string) {
 		return
 	}
 	defer conn.Close(ctx)
-	for _, name := range []string{table, table + "_migrations"} {
+	for _, name := range []string{table, table + "_migrations", table + "_steps"} {
 		if _, err := conn.Exec(ctx, `DROP TABLE IF EXISTS `+pgx.Identifier{"public", name}.Sanitize()); err != nil {
 			t.Logf("drop %s: %v", name, err)
 		}

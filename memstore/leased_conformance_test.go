@@ -1,0 +1,35 @@
+package memstore
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/leasetest"
+)
+
+// TestLeasedConformance runs the leasetest suite. Nothing survives the
+// process, so the store is not Persistent; a local step's effect is a
+// value set through its *Tx.
+func TestLeasedConformance(t *testing.T) {
+	leasetest.Run(t, leasetest.Harness{
+		NewLocation: func(testing.TB) string { return "" },
+		Open: func(context.Context, string) (idem.LeasedStore, error) {
+			return New(), nil
+		},
+		Effect: func(ctx context.Context, name string) error {
+			tx, ok := TxFrom(ctx)
+			if !ok {
+				return errors.New("no memstore transaction in the context")
+			}
+			n, _ := tx.Get(name)
+			tx.Set(name, n+"x")
+			return nil
+		},
+		CountEffects: func(_ context.Context, s idem.LeasedStore, name string) (int, error) {
+			v, _ := s.(*Store).Value(name)
+			return len(v), nil
+		},
+	})
+}
