@@ -82,6 +82,11 @@ const commitTimeout = 30 * time.Second
 // from an earlier execution. See the package documentation for the list of
 // outcomes.
 //
+// A retry of a record this Guard has committed or read is answered from
+// memory, and a duplicate of a key it is running is refused with
+// ErrInFlight, both without a store call (Config.ReplayCacheBytes,
+// Config.DisableLocalInFlight, docs/DESIGN.md#in-process).
+//
 // ctx bounds the whole call except the final commit: once the work has
 // returned without error, its effect and result are committed even if ctx
 // has been cancelled meanwhile (within 30 seconds), so that a caller who

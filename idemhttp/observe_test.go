@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
 )
 
@@ -40,9 +41,9 @@ func TestLogsAndObserver(t *testing.T) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	want := []idemhttp.Event{
-		{Outcome: idemhttp.OutcomeExecuted, Method: "POST", Route: "/transfers", Status: 201},
-		{Outcome: idemhttp.OutcomeReplayed, Method: "POST", Route: "/transfers", Status: 201},
-		{Outcome: idemhttp.OutcomeMismatch, Method: "POST", Route: "/transfers", Status: 422},
+		{Outcome: idemhttp.OutcomeExecuted, Method: "POST", Route: "/transfers", Status: 201, ReplayCache: idem.CacheMiss},
+		{Outcome: idemhttp.OutcomeReplayed, Method: "POST", Route: "/transfers", Status: 201, ReplayCache: idem.CacheHit},
+		{Outcome: idemhttp.OutcomeMismatch, Method: "POST", Route: "/transfers", Status: 422, ReplayCache: idem.CacheHit},
 		{Outcome: idemhttp.OutcomeMissingKey, Method: "POST", Route: "/transfers", Status: 400},
 		{Outcome: idemhttp.OutcomeInvalidKey, Method: "POST", Route: "/transfers", Status: 400},
 	}
