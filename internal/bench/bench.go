@@ -174,6 +174,9 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 	if err := r.audit(ctx, rep); err != nil {
 		return nil, err
 	}
+	gs := r.guard.Stats()
+	rep.Guard = GuardCounters{ReplayCacheHits: gs.ReplayCacheHits, ReplayCacheMisses: gs.ReplayCacheMisses,
+		ReplayCacheBytes: gs.ReplayCacheBytes, LocalInFlight: gs.LocalInFlight}
 	rep.Elapsed = time.Since(started).Round(time.Millisecond).String()
 	rep.Problems = r.problemList()
 	if len(rep.Problems) > 0 {
@@ -185,10 +188,17 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 // runner holds what the scenarios share: the two services on one backend,
 // the HTTP client and the counters of the audit.
 type runner struct {
-	cfg     Config
-	b       *backend
-	idem    *httptest.Server // the transfers service with idem
-	plain   *httptest.Server // the same service with a nil Guard
+	cfg   Config
+	b     *backend
+	idem  *httptest.Server // the transfers service with idem
+	plain *httptest.Server // the same service with a nil Guard
+	// storeOnly is the service with a Guard whose in-process shortcuts
+	// are off, on the same store: every call reaches the store.
+	storeOnly *httptest.Server
+	// idem2 is a second instance of the idem service, with a store, pool
+	// and Guard of its own, on the same database; nil on SQLite.
+	idem2   *httptest.Server
+	guard   *idem.Guard
 	tr      *http.Transport
 	client  *client
 	runID   string
@@ -218,6 +228,28 @@ func newRunner(ctx context.Context, c Config, b *backend) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	gStore, err := idem.New(b.store, &idem.Config{ReplayCacheBytes: -1, DisableLocalInFlight: true})
+	if err != nil {
+		return nil, err
+	}
+	storeOnly, err := transfers.New(ctx, b.ledger, &transfers.Config{Guard: gStore, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	var second http.Handler
+	if b.second != nil {
+		s2, ledger2, err := b.second(ctx)
+		if err != nil {
+			return nil, err
+		}
+		g2, err := idem.New(s2, nil)
+		if err != nil {
+			return nil, err
+		}
+		if second, err = transfers.New(ctx, ledger2, &transfers.Config{Guard: g2, Logger: log}); err != nil {
+			return nil, err
+		}
+	}
 	// Enough idle connections that a storm never opens new ones, on
 	// either server.
 	idle := max(c.StormSize, slices.Max(c.Concurrency)) + 16
@@ -228,13 +260,18 @@ func newRunner(ctx context.Context, c Config, b *backend) (*runner, error) {
 		DisableCompression:  true,
 	}
 	r := &runner{
-		cfg:    c,
-		b:      b,
-		idem:   httptest.NewServer(withIdem),
-		plain:  httptest.NewServer(plain),
-		tr:     tr,
-		client: &client{hc: &http.Client{Transport: tr, Timeout: time.Minute}, token: "bench"},
-		runID:  strconv.FormatInt(time.Now().UnixNano(), 36),
+		cfg:       c,
+		b:         b,
+		idem:      httptest.NewServer(withIdem),
+		plain:     httptest.NewServer(plain),
+		storeOnly: httptest.NewServer(storeOnly),
+		guard:     g,
+		tr:        tr,
+		client:    &client{hc: &http.Client{Transport: tr, Timeout: time.Minute}, token: "bench"},
+		runID:     strconv.FormatInt(time.Now().UnixNano(), 36),
+	}
+	if second != nil {
+		r.idem2 = httptest.NewServer(second)
 	}
 	return r, nil
 }
@@ -243,6 +280,10 @@ func (r *runner) stop() {
 	r.tr.CloseIdleConnections()
 	r.idem.Close()
 	r.plain.Close()
+	r.storeOnly.Close()
+	if r.idem2 != nil {
+		r.idem2.Close()
+	}
 }
 
 func (r *runner) progress(format string, args ...any) {
