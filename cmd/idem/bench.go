@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 
@@ -30,7 +32,8 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	pool := fs.Int("pool", defaultPool, "on PostgreSQL, the pool size both services share (pool_max_conns), as idem serve -pool")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	verbose := fs.Bool("v", false, "show the services' logs")
-	if err := c.parse(fs, args, "bench [-db <sqlite | sqlite-path | postgres://…>]… [--json] [-duration 3s] [-concurrency 1,8,32] [-storms 20] [-pool 16] [-replay-probe]"); err != nil {
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (clients and servers) to this file, for go tool pprof")
+	if err := c.parse(fs, args, "bench [-db <sqlite | sqlite-path | postgres://…>]… [--json] [-duration 3s] [-concurrency 1,8,32] [-storms 20] [-pool 16] [-replay-probe] [-cpuprofile file]"); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -48,6 +51,17 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(c.Stderr, "idem bench: overhead, replays and duplicate storms at %v clients, %s per variant and level, %d storms per scenario, on %d database(s)\n",
 		conc, *duration, *storms, len(dbs))
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var (
 		reps   []*bench.Report
 		broken error

@@ -211,11 +211,13 @@ type runner struct {
 }
 
 func newRunner(ctx context.Context, c Config, b *backend) (*runner, error) {
-	logw := c.ServerLog
-	if logw == nil {
-		logw = io.Discard
+	// Without ServerLog, a handler that is never enabled: the services
+	// do not format lines nobody reads (idemhttp logs every replay and
+	// refusal at Info).
+	log := slog.New(slog.DiscardHandler)
+	if c.ServerLog != nil {
+		log = slog.New(slog.NewTextHandler(c.ServerLog, nil))
 	}
-	log := slog.New(slog.NewTextHandler(logw, nil))
 	g, err := idem.New(b.store, nil)
 	if err != nil {
 		return nil, err

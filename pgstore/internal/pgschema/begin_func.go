@@ -15,28 +15,34 @@ import (
 // It takes the key's transaction-scoped advisory try-lock, sets the
 // transaction's connection check and idle timeout (see Statements.Lock),
 // and only then reads the record. The function is VOLATILE and in PL/pgSQL,
-// so in READ COMMITTED its RETURN QUERY runs with a snapshot of its own,
+// so in READ COMMITTED its SELECT runs with a snapshot of its own,
 // taken after the lock was granted: the read sees every record committed
 // before that (docs/DESIGN.md, pitfall "snapshot before lock"), which one
 // plain statement fusing lock and read could not.
 func beginFuncSQL(n Names) string {
-	return `CREATE OR REPLACE FUNCTION ` + n.BeginFunc + `(lock_key bigint, p_scope text, p_key text, conn_check text, idle text)
-RETURNS TABLE (locked boolean, tx_start timestamptz, r_fingerprint text, r_state text, r_status integer,
-	r_headers jsonb, r_body bytea, r_created_at timestamptz, r_expires_at timestamptz)
+	// Assignments, not PERFORM, and SELECT INTO, not RETURN QUERY: an
+	// assignment is a simple expression PL/pgSQL evaluates without the
+	// executor, and SELECT INTO fills the OUT parameters without a
+	// tuplestore. The SELECT still runs through SPI with a snapshot of
+	// its own.
+	return `CREATE OR REPLACE FUNCTION ` + n.BeginFunc + `(lock_key bigint, p_scope text, p_key text, conn_check text, idle text,
+	OUT locked boolean, OUT tx_start timestamptz, OUT r_fingerprint text, OUT r_state text, OUT r_status integer,
+	OUT r_headers jsonb, OUT r_body bytea, OUT r_created_at timestamptz, OUT r_expires_at timestamptz)
 LANGUAGE plpgsql VOLATILE AS $idem$
 DECLARE
-	got boolean;
+	ignored text;
 BEGIN
-	got := pg_try_advisory_xact_lock(lock_key);
+	locked := pg_try_advisory_xact_lock(lock_key);
 	IF conn_check <> '' THEN
-		PERFORM set_config('client_connection_check_interval', conn_check, true);
+		ignored := set_config('client_connection_check_interval', conn_check, true);
 	END IF;
 	IF idle <> '' THEN
-		PERFORM set_config('idle_in_transaction_session_timeout', idle, true);
+		ignored := set_config('idle_in_transaction_session_timeout', idle, true);
 	END IF;
-	RETURN QUERY SELECT got, transaction_timestamp(), r.fingerprint, r.state, r.status, r.headers, r.body,
-		r.created_at, r.expires_at
-	FROM (SELECT) AS one LEFT JOIN ` + n.Table + ` AS r ON r.scope = p_scope AND r.key = p_key;
+	tx_start := transaction_timestamp();
+	SELECT r.fingerprint, r.state, r.status, r.headers, r.body, r.created_at, r.expires_at
+	INTO r_fingerprint, r_state, r_status, r_headers, r_body, r_created_at, r_expires_at
+	FROM ` + n.Table + ` AS r WHERE r.scope = p_scope AND r.key = p_key;
 END
 $idem$`
 }
