@@ -29,11 +29,12 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	levels := fs.String("concurrency", "1,8,32", "comma-separated numbers of concurrent clients of the overhead and replay scenarios")
 	storms := fs.Int("storms", bench.DefaultStorms, "duplicate storms of 100 requests with one key (and as many storms of reads)")
 	probe := fs.Bool("replay-probe", false, "on PostgreSQL, turn on pgstore's ReplayProbe (replays and 409s in one round trip)")
+	probeConns := fs.Int("probe-conns", 0, "on PostgreSQL, pgstore's ProbeConns: connections reserved for replays and refusals when the pool is exhausted (negative: none; 0: the store's default, 2)")
 	pool := fs.Int("pool", defaultPool, "on PostgreSQL, the pool size both services share (pool_max_conns), as idem serve -pool")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	verbose := fs.Bool("v", false, "show the services' logs")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (clients and servers) to this file, for go tool pprof")
-	if err := c.parse(fs, args, "bench [-db <sqlite | sqlite-path | postgres://…>]… [--json] [-duration 3s] [-concurrency 1,8,32] [-storms 20] [-pool 16] [-replay-probe] [-cpuprofile file]"); err != nil {
+	if err := c.parse(fs, args, "bench [-db <sqlite | sqlite-path | postgres://…>]… [--json] [-duration 3s] [-concurrency 1,8,32] [-storms 20] [-pool 16] [-replay-probe] [-probe-conns 2] [-cpuprofile file]"); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -70,7 +71,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 		if db == "sqlite" {
 			db = ""
 		}
-		cfg := &bench.Config{DB: db, Duration: *duration, Concurrency: conc, Storms: *storms, ReplayProbe: *probe, Pool: *pool, Progress: c.Stderr}
+		cfg := &bench.Config{DB: db, Duration: *duration, Concurrency: conc, Storms: *storms, ReplayProbe: *probe, ProbeConns: *probeConns, Pool: *pool, Progress: c.Stderr}
 		if *verbose {
 			cfg.ServerLog = c.Stderr
 		}

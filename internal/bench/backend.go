@@ -44,9 +44,9 @@ func IsPostgres(db string) bool {
 	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
-func open(ctx context.Context, db string, probe bool, pool int) (*backend, error) {
+func open(ctx context.Context, db string, probe bool, pool, probeConns int) (*backend, error) {
 	if IsPostgres(db) {
-		return openPostgres(ctx, db, probe, pool)
+		return openPostgres(ctx, db, probe, pool, probeConns)
 	}
 	return openSQLite(ctx, db)
 }
@@ -89,7 +89,7 @@ func openSQLite(ctx context.Context, path string) (*backend, error) {
 // openPostgres creates a fresh schema in the database at dsn, opens a
 // store whose connections and records work in it, and drops the schema on
 // close. A positive pool sets the pool's size.
-func openPostgres(ctx context.Context, dsn string, probe bool, pool int) (*backend, error) {
+func openPostgres(ctx context.Context, dsn string, probe bool, pool, probeConns int) (*backend, error) {
 	schema, scoped, err := freshSchema(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("bench: create a schema in %s: %w", redact(dsn), err)
@@ -108,7 +108,7 @@ func openPostgres(ctx context.Context, dsn string, probe bool, pool int) (*backe
 		_, err = conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 		return err
 	}
-	s, err := pgstore.Open(ctx, scoped, &pgstore.Config{Schema: schema, ReplayProbe: probe})
+	s, err := pgstore.Open(ctx, scoped, &pgstore.Config{Schema: schema, ReplayProbe: probe, ProbeConns: probeConns})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("bench: open %s: %w", redact(dsn), err), drop(context.WithoutCancel(ctx)))
 	}
@@ -116,7 +116,7 @@ func openPostgres(ctx context.Context, dsn string, probe bool, pool int) (*backe
 	var others []*pgstore.Store
 	return &backend{
 		second: func(ctx context.Context) (idem.Store, *transfers.Database, error) {
-			s2, err := pgstore.Open(ctx, scoped, &pgstore.Config{Schema: schema, ReplayProbe: probe, SkipMigrate: true})
+			s2, err := pgstore.Open(ctx, scoped, &pgstore.Config{Schema: schema, ReplayProbe: probe, ProbeConns: probeConns, SkipMigrate: true})
 			if err != nil {
 				return nil, nil, fmt.Errorf("bench: open a second instance: %w", err)
 			}

@@ -57,6 +57,10 @@ type Config struct {
 	// default, the larger of 4 and the number of CPUs.
 	Pool int
 
+	// ProbeConns sets pgstore.Config.ProbeConns on PostgreSQL (negative:
+	// none). Ignored on SQLite. Defaults to 0, the store's default.
+	ProbeConns int
+
 	// Progress, when set, receives a line as each measurement ends.
 	// Defaults to none.
 	Progress io.Writer
@@ -136,7 +140,7 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 		return nil, err
 	}
 	started := time.Now()
-	b, err := open(ctx, c.DB, c.ReplayProbe, c.Pool)
+	b, err := open(ctx, c.DB, c.ReplayProbe, c.Pool, c.ProbeConns)
 	if err != nil {
 		return nil, err
 	}
