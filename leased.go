@@ -264,7 +264,12 @@ func (l *Leased) execute(ctx context.Context, claim *Claim, ttl time.Duration, w
 	finish()
 	lost := context.Cause(wctx)
 	cancel(nil)
-	if errors.Is(lost, ErrFenced) {
+	if !errors.Is(lost, ErrFenced) {
+		// A step refused by the store: the lease is lost even if the work
+		// went on to answer (say, a 5xx) before the heartbeat noticed.
+		lost = run.lost()
+	}
+	if lost != nil {
 		return Result{}, lost
 	}
 	if err == nil {

@@ -436,3 +436,34 @@ func TestLeasedConfigErrors(t *testing.T) {
 		t.Error("Do accepted a kind with a control character")
 	}
 }
+
+// A work that goes on after one of its steps was fenced, and fails in its
+// own way, has still lost its lease: Do says so (and releases nothing).
+func TestLeasedFencedStepIsALostLease(t *testing.T) {
+	t.Parallel()
+	clock := testclock.New()
+	l, _ := setupLeased(t, &idem.LeasedConfig{Lease: 30 * time.Second, Now: clock.Now})
+	ctx := context.Background()
+	started, wake := make(chan struct{}), make(chan struct{})
+	stale := make(chan error, 1)
+	go func() {
+		_, _, err := l.Do(ctx, leasedReq("k"), func(ctx context.Context, run *idem.Run) (idem.Result, error) {
+			close(started)
+			<-wake
+			_, _ = run.Step(ctx, "late", func(context.Context) ([]byte, error) { return nil, nil })
+			return idem.Result{}, errors.New("the handler answered 503")
+		})
+		stale <- err
+	}()
+	<-started
+	clock.Advance(31 * time.Second)
+	if _, _, err := l.Do(ctx, leasedReq("k"), func(context.Context, *idem.Run) (idem.Result, error) {
+		return idem.Result{Status: 201}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	close(wake)
+	if err := <-stale; !errors.Is(err, idem.ErrFenced) {
+		t.Fatalf("stale holder whose step was fenced: %v, want ErrFenced", err)
+	}
+}

@@ -29,6 +29,9 @@ type Run struct {
 
 	mu    sync.Mutex
 	steps map[string][]byte
+	// fenced is set when a write of this run was refused: the lease is
+	// lost, whatever the work returns.
+	fenced error
 }
 
 func newRun(l *Leased, c *Claim) *Run {
@@ -107,7 +110,7 @@ func (r *Run) Step(ctx context.Context, name string, fn func(ctx context.Context
 	defer cancel()
 	err = l.store.SaveStep(cctx, &SaveStepParams{Lease: r.lease, Name: name, Output: out, Now: l.cfg.Now()})
 	if err != nil {
-		return nil, stepError(name, err)
+		return nil, r.stepError(name, err)
 	}
 	r.done(name, out)
 	return out, nil
@@ -133,7 +136,7 @@ func (r *Run) LocalStep(ctx context.Context, name string, fn func(ctx context.Co
 	}
 	st, err := ts.BeginStep(ctx, &BeginStepParams{Lease: r.lease, Name: name, Now: l.cfg.Now()})
 	if err != nil {
-		return nil, stepError(name, err)
+		return nil, r.stepError(name, err)
 	}
 	committed := false
 	defer func() {
@@ -150,17 +153,28 @@ func (r *Run) LocalStep(ctx context.Context, name string, fn func(ctx context.Co
 	committed = true
 	if err := st.Commit(cctx, out); err != nil {
 		_ = st.Rollback(context.WithoutCancel(ctx))
-		return nil, stepError(name, err)
+		return nil, r.stepError(name, err)
 	}
 	r.done(name, out)
 	return out, nil
 }
 
-func stepError(name string, err error) error {
+func (r *Run) stepError(name string, err error) error {
 	if errors.Is(err, ErrFenced) {
-		return fmt.Errorf("idem: step %q: %w", name, err)
+		err = fmt.Errorf("idem: step %q: %w", name, err)
+		r.mu.Lock()
+		r.fenced = err
+		r.mu.Unlock()
+		return err
 	}
 	return unavailable("step "+name, err)
+}
+
+// lost returns the error of a write that was fenced, if any.
+func (r *Run) lost() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fenced
 }
 
 // stepTx shows a local step's transaction to the work as a Tx, so that the

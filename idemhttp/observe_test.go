@@ -40,10 +40,11 @@ func TestLogsAndObserver(t *testing.T) {
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	h := idemhttp.KeyHash(key)
 	want := []idemhttp.Event{
-		{Outcome: idemhttp.OutcomeExecuted, Method: "POST", Route: "/transfers", Status: 201, ReplayCache: idem.CacheMiss},
-		{Outcome: idemhttp.OutcomeReplayed, Method: "POST", Route: "/transfers", Status: 201, ReplayCache: idem.CacheHit},
-		{Outcome: idemhttp.OutcomeMismatch, Method: "POST", Route: "/transfers", Status: 422, ReplayCache: idem.CacheHit},
+		{Outcome: idemhttp.OutcomeExecuted, Method: "POST", Route: "/transfers", Status: 201, KeyHash: h, ReplayCache: idem.CacheMiss},
+		{Outcome: idemhttp.OutcomeReplayed, Method: "POST", Route: "/transfers", Status: 201, KeyHash: h, ReplayCache: idem.CacheHit},
+		{Outcome: idemhttp.OutcomeMismatch, Method: "POST", Route: "/transfers", Status: 422, KeyHash: h, ReplayCache: idem.CacheHit},
 		{Outcome: idemhttp.OutcomeMissingKey, Method: "POST", Route: "/transfers", Status: 400},
 		{Outcome: idemhttp.OutcomeInvalidKey, Method: "POST", Route: "/transfers", Status: 400},
 	}

@@ -105,7 +105,9 @@ func Outcomes() []Outcome {
 type Event struct {
 	// Outcome is what the middleware did.
 	Outcome Outcome
-	// Method is the request method.
+	// Method is the request method. Package idemgrpc reports its calls
+	// with Method "gRPC", the full method name as Route and the gRPC
+	// status code as Status.
 	Method string
 	// Route is Config.Route's name for the request.
 	Route string
@@ -115,6 +117,9 @@ type Event struct {
 	// Duration is the time from the request's arrival in the middleware
 	// to its answer, the handler's run included.
 	Duration time.Duration
+	// KeyHash is KeyHash of the request's key, or "" when the request had
+	// no valid key.
+	KeyHash string
 	// ReplayCache says whether the Guard answered from its replay cache
 	// without a store call (idem.CacheHit: OutcomeReplayed or
 	// OutcomeMismatch), looked there and went on to the store
@@ -191,7 +196,7 @@ func (c *call) done(o Outcome, status int, err error) {
 		logger.LogAttrs(ctx, level, "idemhttp: "+string(o), attrs...)
 	}
 	if c.m.cfg.Observer != nil {
-		c.m.cfg.Observer.Observe(ctx, Event{Outcome: o, Method: c.r.Method, Route: c.route, Status: status, Duration: d,
+		c.m.cfg.Observer.Observe(ctx, Event{Outcome: o, Method: c.r.Method, Route: c.route, Status: status, Duration: d, KeyHash: c.keyHash,
 			ReplayCache: c.info.ReplayCache, LocalInFlight: c.info.LocalInFlight})
 	}
 }

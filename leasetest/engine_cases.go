@@ -163,8 +163,11 @@ func engineRunsConcurrentCallsOnce(t testing.TB, h *Harness) {
 	runs := &counter{}
 	answered := make(chan struct{}, Claimers)
 	all := make(chan struct{})
+	var once sync.Once
 	work := func(context.Context, *idem.Run) (idem.Result, error) {
-		runs.add()
+		if runs.add() > 1 {
+			once.Do(func() { close(all) }) // a second run: fail at once
+		}
 		select {
 		case <-all:
 		case <-time.After(waitBound):
@@ -187,7 +190,7 @@ func engineRunsConcurrentCallsOnce(t testing.TB, h *Harness) {
 		for range Claimers - 1 {
 			<-answered
 		}
-		close(all)
+		once.Do(func() { close(all) })
 	}()
 	wg.Wait()
 	close(answers)
@@ -271,7 +274,7 @@ func engineFencesAStaleHolder(t testing.TB, h *Harness) {
 
 	e.clock.Advance(engineLease)
 	bHolds, bFail := make(chan struct{}), make(chan struct{})
-	errB := errors.New("B gives up")
+	errB := errors.New("the second holder gives up")
 	b := goDo(l, leasedReq("k", "fp"), func(ctx context.Context, run *idem.Run) (idem.Result, error) {
 		close(bHolds)
 		<-bFail
@@ -338,7 +341,7 @@ func engineHeartbeatStopsAFencedHolder(t testing.TB, h *Harness) {
 	bAns := goDo(b, leasedReq("k", "fp"), func(ctx context.Context, run *idem.Run) (idem.Result, error) {
 		<-aDone
 		if out, ok := run.Done("one"); !ok || string(out) != "A" {
-			return idem.Result{}, fmt.Errorf("B: step one = %q, %v; want A's output", out, ok)
+			return idem.Result{}, fmt.Errorf("the second holder: step one = %q, %v; want A's output", out, ok)
 		}
 		return idem.Result{Status: 201, Body: []byte("B")}, nil
 	})

@@ -1,6 +1,3 @@
-// Package leasetest is the conformance suite of idem.LeasedStore: every
-// leased-mode store runs it, as atomic stores run storetest. Each case
-// names the rule of the contract it checks (docs/DESIGN.md#leased-mode).
 package leasetest
 
 import (

@@ -209,3 +209,62 @@ func staleLocalStepNeverCommitsAfterATakeover(t testing.TB, h *Harness) {
 		t.Errorf("steps at the next takeover = %s, the step's commit returned %v: a step is recorded exactly when it committed", stepList(steps), commitErr)
 	}
 }
+
+func localStepCannotCommitOnACompletedRecord(t testing.TB, h *Harness) {
+	// A holder opens a local step, and (another goroutine of) the same
+	// holder completes the record meanwhile. Either the completion waits
+	// for the step, or the step's commit is refused: a step never commits
+	// on a completed record.
+	e := setup(t, h)
+	ts := e.txStore(t)
+	now := e.clock.Now()
+	c := e.mustClaim(t, "k", "fp", now)
+	st, err := ts.BeginStep(context.Background(), &idem.BeginStepParams{Lease: c.Lease, Name: "debit", Now: now})
+	if err != nil {
+		t.Fatalf("BeginStep of the current holder: %v", err)
+	}
+	if err := e.h.Effect(stepCtx(st), "debit"); err != nil {
+		_ = st.Rollback(context.Background())
+		t.Fatalf("Effect in the step: %v", err)
+	}
+	completed := make(chan error, 1)
+	go func() {
+		completed <- e.store.Complete(context.Background(), &idem.CompleteParams{
+			Lease: c.Lease, Result: idem.Result{Status: 201}, Now: now, ExpiresAt: now.Add(far),
+		})
+	}()
+	var completeErr error
+	early := false
+	select {
+	case completeErr = <-completed:
+		early = true
+	case <-time.After(200 * time.Millisecond): // it waits for the step, presumably
+	}
+	commitErr := st.Commit(context.Background(), []byte("debited"))
+	if commitErr != nil {
+		_ = st.Rollback(context.Background())
+	}
+	if !early {
+		select {
+		case completeErr = <-completed:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("Complete did not end within 30 s of the step's commit (commit err %v)", commitErr)
+		}
+	}
+	if completeErr != nil {
+		t.Fatalf("Complete of the current holder: %v", completeErr)
+	}
+	effects := e.effects(t, "debit")
+	switch {
+	case early && commitErr == nil:
+		t.Errorf("the step committed after its record was completed (effects %d): a write on a completed record must fail with ErrFenced", effects)
+	case commitErr != nil && !errors.Is(commitErr, idem.ErrFenced):
+		t.Errorf("the step's commit failed with %v, want nil or ErrFenced", commitErr)
+	}
+	if want := map[bool]int{true: 1, false: 0}[commitErr == nil]; effects != want {
+		t.Errorf("the step's commit returned %v but its effect was applied %d times: the effect commits with its recovery point or not at all", commitErr, effects)
+	}
+	if rec := e.mustNotClaim(t, "k", "fp", now); rec.State != idem.StateCompleted || rec.Result.Status != 201 {
+		t.Errorf("the record after the completion: %s, want it completed", describe(rec))
+	}
+}

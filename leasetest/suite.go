@@ -130,6 +130,11 @@ var suite = []testCase{
 		rule: "a local step open when its lease ends either keeps the record from being taken over until it ends, or has its commit refused with ErrFenced: a new holder never coexists with the stale step's effect, and a step's effect is applied exactly when its recovery point is recorded (docs/DESIGN.md L2, L3)",
 		run:  staleLocalStepNeverCommitsAfterATakeover,
 	},
+	{
+		name: "LocalStepCannotCommitOnACompletedRecord",
+		rule: "a local step open when its record is completed either makes the completion wait until it ends, or has its commit refused with ErrFenced: a step never commits on a completed record, and its effect is applied exactly when its commit succeeds (docs/DESIGN.md L2, L3)",
+		run:  localStepCannotCommitOnACompletedRecord,
+	},
 
 	// Abandoned records (abandoned_cases.go).
 	{
@@ -152,7 +157,7 @@ var suite = []testCase{
 	},
 	{
 		name: "EngineRefusesAnotherFingerprint",
-		rule: "through idem.Leased, a call with another fingerprint fails with ErrMismatch, while the key is held and after it completed, and its work does not run (docs/DESIGN.md E5)",
+		rule: "through idem.Leased, a call with another fingerprint fails with ErrMismatch, while the key is held and after it completed, and its work does not run (docs/DESIGN.md L1, E5)",
 		run:  engineRefusesAnotherFingerprint,
 	},
 	{

@@ -15,6 +15,15 @@
 //
 // Open does the same from a connection string and owns the pool.
 //
+// # Leased mode
+//
+// The Store is also an idem.LeasedTxStore, for idem.NewLeased: work whose
+// effects live outside the database claims its key first, as a pending
+// record with a lease and a fencing token, and records recovery points in
+// a steps table. A local step (idem.Run.LocalStep) writes through the
+// pgx.Tx that TxFrom returns, and commits with its recovery point, fenced.
+// pgstore/sqldb migrates the same tables but has no leased mode.
+//
 // # What the store guarantees
 //
 //   - The record, the effect and the result commit together or not at all;
@@ -44,6 +53,6 @@
 // pgstore/sqldb is the same store for code on database/sql: the same
 // table, migrations and locks, so both can run on one table.
 // docs/POSTGRES.md explains how the store works and why: the statements
-// and their round trips, faults, abandoned work, pool sizing, durability,
-// sweeping and very large volumes.
+// and their round trips, faults, abandoned work, pool sizing, leased mode,
+// durability, sweeping and very large volumes.
 package pgstore

@@ -27,7 +27,8 @@ const claimTries = 3
 // steps and the read of its record, each statement with a snapshot of its
 // own taken after the claim: a takeover sees every step its predecessor
 // committed, and a claim refused reads the record that refused it (see
-// docs/POSTGRES.md, "Leased mode").
+// docs/POSTGRES.md, "Leased mode"). A claim of a key whose holder is in a
+// local step, which holds the record's row, waits for the step to end.
 func (s *Store) Claim(ctx context.Context, p *idem.ClaimParams) (*idem.Claim, error) {
 	if p.Lease <= 0 {
 		return nil, fmt.Errorf("pgstore: Claim: lease must be positive, got %s", p.Lease)

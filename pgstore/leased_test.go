@@ -373,23 +373,90 @@ func TestLeasedStepHoldsOffTakeover(t *testing.T) {
 	}
 }
 
-// waitForLockWait waits, at most 30 s, until a backend on pool's database
-// waits for a lock.
+// waitForLockWait waits, at most 30 s, until a statement on the store in
+// pool's schema waits for a lock.
 func waitForLockWait(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	if !waitForLockWaiters(t, pool, 1, nil) {
+		t.Fatal("no backend waited for the row lock within 30 s")
+	}
+}
+
+// waitForLockWaiters waits, at most 30 s, until n backends wait for a lock
+// in a statement that names the schema of pool's connections (the
+// store's statements qualify its tables), and returns true; or until done
+// is closed, and returns false.
+func waitForLockWaiters(t *testing.T, pool *pgxpool.Pool, n int, done <-chan struct{}) bool {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		var n int
+		var got int
 		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND datname = current_database() AND query LIKE '%idem_records%'`).Scan(&n); err != nil {
+WHERE wait_event_type = 'Lock' AND datname = current_database() AND strpos(query, '"' || current_schema() || '"') > 0`).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
-			return
+		if got >= n {
+			return true
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-done:
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	t.Fatal("no backend waited for the row lock within 30 s")
+	return false
+}
+
+func TestLeasedSaveStepHoldsOffTakeover(t *testing.T) {
+	// L2 for SaveStep: its fence check and its write are one, so a step
+	// acknowledged to a holder is seen by its successor, and a step the
+	// successor did not see is refused to the holder. The step's write is
+	// held up (another transaction holds the step's key) while a claim
+	// after the lease's end runs.
+	t.Parallel()
+	s, pool, _ := setup(t, nil)
+	ctx := context.Background()
+	c := claim(t, s, "k", "fp", lt0)
+	blocker, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Rollback(ctx)
+	if _, err := blocker.Exec(ctx, `INSERT INTO idem_records_steps (scope, key, name, created_at) VALUES ('s', 'k', 'n', now())`); err != nil {
+		t.Fatal(err)
+	}
+	saved := make(chan error, 1)
+	go func() {
+		saved <- s.SaveStep(ctx, &idem.SaveStepParams{Lease: c.Lease, Name: "n", Output: []byte("x"), Now: lt0})
+	}()
+	waitForLockWait(t, pool)
+	type result struct {
+		c   *idem.Claim
+		err error
+	}
+	claimed := make(chan result, 1)
+	returned := make(chan struct{})
+	go func() {
+		c, err := s.Claim(ctx, &idem.ClaimParams{Scope: "s", Key: "k", Fingerprint: "fp", Now: lt0.Add(lease), Lease: lease})
+		claimed <- result{c, err}
+		close(returned)
+	}()
+	waitForLockWaiters(t, pool, 2, returned) // the claim waits, or has returned
+	if err := blocker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	saveErr := <-saved
+	r := <-claimed
+	if r.err != nil || !r.c.Claimed {
+		t.Fatalf("takeover = %+v, %v", r.c, r.err)
+	}
+	seen := len(r.c.Steps) == 1 && string(r.c.Steps[0].Output) == "x"
+	switch {
+	case saveErr == nil && !seen:
+		t.Errorf("SaveStep succeeded after the takeover, which did not see it (steps %q)", r.c.Steps)
+	case saveErr != nil && (seen || !errors.Is(saveErr, idem.ErrFenced)):
+		t.Errorf("SaveStep: %v with the step seen=%v, want ErrFenced and unseen", saveErr, seen)
+	}
 }
 
 func TestLeasedStaleHolderWritesNothing(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 
 // setup returns a store in a fresh schema, its pool (whose search_path is
 // that schema, holding an effects table) and the schema's name.
-func setup(t *testing.T, cfg *pgstore.Config) (*pgstore.Store, *pgxpool.Pool, string) {
+func setup(t testing.TB, cfg *pgstore.Config) (*pgstore.Store, *pgxpool.Pool, string) {
 	t.Helper()
 	pgtest.Require(t)
 	schema := pgtest.SchemaName(t)
@@ -41,7 +41,7 @@ func setup(t *testing.T, cfg *pgstore.Config) (*pgstore.Store, *pgxpool.Pool, st
 	return s, pool, schema
 }
 
-func countRows(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
+func countRows(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) int {
 	t.Helper()
 	var n int
 	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {

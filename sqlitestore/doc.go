@@ -46,6 +46,16 @@
 // A replay costs one read and no write; a first execution costs one read,
 // the work's statements, one upsert and the commit.
 //
+// # Leased mode
+//
+// A Store is also an idem.LeasedStore and an idem.LeasedTxStore: a pending
+// record is a row whose expires_at is idem.PendingExpiresAt (so atomic mode
+// answers it in flight and the sweeper keeps it), its recovery points are
+// rows of idem_steps, and every leased write is one BEGIN IMMEDIATE
+// transaction under the writer slot, fenced by the record's token. A local
+// step (idem.Run.LocalStep) runs in such a transaction, which TxFrom(ctx)
+// returns as it does for atomic work. See docs/SQLITE.md, "Leased mode".
+//
 // # One writing process per database file
 //
 // The in-flight try-lock lives in the process, so one process writes a
@@ -76,8 +86,8 @@
 // # Schema
 //
 // Open creates the file (mode 0600) if needed and creates or migrates the
-// schema (table idem_records, versioned in idem_schema_version) inside a
-// write transaction. With Config.ReadOnly or Config.SkipMigrate it only
-// checks that the file holds SchemaVersion and fails with ErrSchema
-// otherwise.
+// schema (tables idem_records and idem_steps, versioned in
+// idem_schema_version) inside a write transaction. With Config.ReadOnly or
+// Config.SkipMigrate it only checks that the file holds SchemaVersion and
+// fails with ErrSchema otherwise.
 package sqlitestore

@@ -8,3 +8,7 @@ func SetCommitHook(s *Store, hook func() error) { s.commitHook = hook }
 // WriterSlotHeld reports whether a transaction of s's file holds the
 // process's writer slot.
 func WriterSlotHeld(s *Store) bool { return len(s.file.writer) > 0 }
+
+// Migrations returns the schema's migrations, so that a test can build a
+// database file of an older version.
+func Migrations() []string { return migrations }

@@ -23,6 +23,25 @@ var migrations = []string{
 		PRIMARY KEY (scope, key)
 	) WITHOUT ROWID;
 	CREATE INDEX idem_records_expires_at ON idem_records (expires_at);`,
+
+	// 2: leased mode. A pending record keeps expires_at at
+	// idem.PendingExpiresAt, so version 1's paths treat it as live.
+	`ALTER TABLE idem_records ADD COLUMN token      INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE idem_records ADD COLUMN lease_until INTEGER;
+	ALTER TABLE idem_records ADD COLUMN kind        TEXT    NOT NULL DEFAULT '';
+	ALTER TABLE idem_records ADD COLUMN input       BLOB;
+	ALTER TABLE idem_records ADD COLUMN attempts    INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE idem_records ADD COLUMN last_error  TEXT    NOT NULL DEFAULT '';
+	CREATE INDEX idem_records_lease_until ON idem_records (lease_until) WHERE state = 'pending';
+	CREATE TABLE idem_steps (
+		scope      TEXT    NOT NULL,
+		key        TEXT    NOT NULL,
+		name       TEXT    NOT NULL,
+		seq        INTEGER NOT NULL,
+		output     BLOB,
+		created_at INTEGER NOT NULL,
+		PRIMARY KEY (scope, key, name)
+	) WITHOUT ROWID;`,
 }
 
 // SchemaVersion is the schema version this package writes.

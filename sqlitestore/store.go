@@ -18,6 +18,7 @@ type Store struct {
 
 	read, upsert       *sql.Stmt
 	savepoint, release *sql.Stmt
+	stmts              map[string]*sql.Stmt // leased mode's, by query (see leasedQueries)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -87,53 +88,15 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 		s.file.unlock(k)
 		return rec, nil, err
 	}
-	if err := s.file.acquireWriter(ctx, s.cfg.BusyTimeout); err != nil {
+	conn, tx, err := s.beginWrite(ctx, "begin", true)
+	if err != nil {
 		s.file.unlock(k)
 		return nil, nil, err
-	}
-	// The connection is taken under ctx, so a full pool cannot hold the
-	// call past its deadline. The transaction (BEGIN IMMEDIATE, through
-	// _txlock) is detached from ctx's cancellation: database/sql would
-	// otherwise roll it back on its own when ctx ends, between a
-	// successful work and the guard's commit. The guard always ends it,
-	// and the work's statements still obey their ctx.
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		s.file.releaseWriter()
-		s.file.unlock(k)
-		return nil, nil, fmt.Errorf("sqlitestore: begin: %w", err)
-	}
-	detached := context.WithoutCancel(ctx)
-	tx, err := conn.BeginTx(detached, nil)
-	if err == nil {
-		// SQLite rolls a whole transaction back by itself after some
-		// failed statements (an interrupt when ctx ends mid-statement,
-		// a full disk, out of memory) and carries on in autocommit. A
-		// work that ignored that error would have its record committed
-		// on its own. Commit releases this savepoint first: it is gone
-		// if the transaction is.
-		if _, err = tx.StmtContext(detached, s.savepoint).ExecContext(detached); err != nil {
-			_ = tx.Rollback()
-		}
-	}
-	if err != nil {
-		_ = conn.Close()
-		s.file.releaseWriter()
-		s.file.unlock(k)
-		if isBusy(err) {
-			// The write lock stayed with another connection for
-			// BusyTimeout: a COMMIT still going on after its caller's
-			// deadline, or another program writing the file.
-			return nil, nil, fmt.Errorf("%w: sqlitestore: begin: %w", idem.ErrUnavailable, err)
-		}
-		return nil, nil, fmt.Errorf("sqlitestore: begin: %w", err)
 	}
 	if reread {
 		rec, err := live(ctx, tx.StmtContext(ctx, s.read), p.Scope, p.Key, p.Now)
 		if err != nil || rec != nil {
-			_ = tx.Rollback()
-			_ = conn.Close()
-			s.file.releaseWriter()
+			s.endWrite(conn, tx)
 			s.file.unlock(k)
 			return rec, nil, err
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -24,7 +25,8 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	db := fs.String("db", "", "postgres:// URL to run on PostgreSQL (a fresh schema per mode); empty for SQLite")
 	asJSON := fs.Bool("json", false, "print the reports as JSON")
 	verbose := fs.Bool("v", false, "show the servers' logs")
-	if err := c.parse(fs, args, "demo [--seed N] [--intents N] [--json]"); err != nil {
+	htmlOut := fs.String("html", "", "also write the run as one self-contained HTML page to this file: the modes side by side, a timeline of every intent's attempts, faults, kills and replays, and the table")
+	if err := c.parse(fs, args, "demo [--seed N] [--intents N] [--json] [--html report.html]"); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -57,6 +59,12 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *htmlOut != "" {
+		if err := writeDemoHTML(*htmlOut, reports, demo.HTMLInfo{Seed: *seed, Intents: *intents, Clients: *clients, Kills: *kills}); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.Stderr, "idem demo: wrote %s\n", *htmlOut)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(c.Stdout)
 		enc.SetIndent("", "  ")
@@ -74,6 +82,23 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 		if r.Mode == demo.ModeIdem && (r.Duplicated != 0 || r.Lost != 0 || !r.Conserved || !r.Correct) {
 			return fmt.Errorf("demo: idem mode failed its audit: %+v", r)
 		}
+	}
+	return nil
+}
+
+// writeDemoHTML writes the HTML report to path, whole or not at all.
+func writeDemoHTML(path string, reports []demo.Report, info demo.HTMLInfo) error {
+	var b bytes.Buffer
+	if err := demo.WriteHTML(&b, reports, info); err != nil {
+		return fmt.Errorf("demo: -html: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("demo: -html: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("demo: -html: %w", err)
 	}
 	return nil
 }

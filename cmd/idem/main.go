@@ -5,7 +5,9 @@
 //	idem demo     reproduce the incident three ways and audit the ledger
 //	idem bench    measure overhead, replay and duplicate storms
 //	idem sweep    delete expired records once
+//	idem complete finish abandoned payouts once (one completer pass)
 //	idem inspect  show one record
+//	idem check    audit an HTTP endpoint's duplicate path
 //
 // Run "idem <command> -h" for a command's flags.
 package main
@@ -54,7 +56,9 @@ Commands:
 	demo     reproduce the incident three ways and audit the ledger
 	bench    measure overhead, replay and duplicate storms
 	sweep    delete expired idempotency records once
+	complete finish abandoned payouts once (one completer pass)
 	inspect  show one idempotency record
+	check    audit any HTTP endpoint's duplicate path (retries, duplicates, keys)
 
 Run "idem <command> -h" for a command's flags.
 `
@@ -80,8 +84,12 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&benchCommand{Main: m}).Run(ctx, rest)
 	case "sweep":
 		return (&sweepCommand{Main: m}).Run(ctx, rest)
+	case "complete":
+		return (&completeCommand{Main: m}).Run(ctx, rest)
 	case "inspect":
 		return (&inspectCommand{Main: m}).Run(ctx, rest)
+	case "check":
+		return (&checkCommand{Main: m}).Run(ctx, rest)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(m.Stdout, usage)
 		return nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp/idemprom"
 	"github.com/idemkit/idem/inbox"
 	"github.com/idemkit/idem/internal/transfers"
@@ -79,4 +80,63 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(poolAcquires, prometheus.CounterValue, float64(s.AcquireCount()))
 	ch <- prometheus.MustNewConstMetric(poolEmptyAcquires, prometheus.CounterValue, float64(s.EmptyAcquireCount()))
 	ch <- prometheus.MustNewConstMetric(poolAcquireWait, prometheus.CounterValue, s.EmptyAcquireWaitTime().Seconds())
+}
+
+// completerMetrics are the completer's series:
+//
+//   - idem_completer_records_total{kind,outcome}: abandoned records a pass
+//     handled, by outcome (completed, failed, skipped, unknown-kind,
+//     unavailable). A growing failed count says the provider gives no
+//     definitive answer, or the store fails;
+//   - idem_completer_stuck_total{kind}: attempts on records found pending
+//     past -report-after (each also logged at ERROR as needing a human;
+//     the completer keeps trying them). Alert when it grows;
+//   - idem_completer_passes_total{result}: passes, ok or failed (the store
+//     could not list the abandoned records).
+type completerMetrics struct {
+	records *prometheus.CounterVec
+	stuck   *prometheus.CounterVec
+	passes  *prometheus.CounterVec
+}
+
+func newCompleterMetrics(reg prometheus.Registerer, kinds ...string) *completerMetrics {
+	m := &completerMetrics{
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "idem", Subsystem: "completer", Name: "records_total",
+			Help: "Abandoned leased records handled by the completer, by kind and outcome.",
+		}, []string{"kind", "outcome"}),
+		stuck: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "idem", Subsystem: "completer", Name: "stuck_total",
+			Help: "Completer attempts on records pending past -report-after, by kind: they need a human.",
+		}, []string{"kind"}),
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "idem", Subsystem: "completer", Name: "passes_total",
+			Help: "Completer passes, by result (ok, or failed: the store could not list the abandoned records).",
+		}, []string{"result"}),
+	}
+	reg.MustRegister(m.records, m.stuck, m.passes)
+	for _, k := range kinds {
+		m.stuck.WithLabelValues(k)
+		for _, o := range []string{idem.CompleterCompleted, idem.CompleterFailed, idem.CompleterSkipped, idem.CompleterUnknownKind, idem.CompleterUnavailable} {
+			m.records.WithLabelValues(k, o)
+		}
+	}
+	m.passes.WithLabelValues("ok")
+	m.passes.WithLabelValues("failed")
+	return m
+}
+
+func (m *completerMetrics) observe(e idem.CompleterEvent) {
+	m.records.WithLabelValues(e.Kind, e.Outcome).Inc()
+	if e.Stuck {
+		m.stuck.WithLabelValues(e.Kind).Inc()
+	}
+}
+
+func (m *completerMetrics) pass(ok bool) {
+	if ok {
+		m.passes.WithLabelValues("ok").Inc()
+	} else {
+		m.passes.WithLabelValues("failed").Inc()
+	}
 }

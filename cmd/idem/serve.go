@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/inbox"
 	"github.com/idemkit/idem/internal/transfers"
 )
@@ -27,7 +28,7 @@ import (
 // connections only as they are needed.
 const defaultPool = 16
 
-const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://…] [-idempotency on|off] [-ttl 24h] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]]
+const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://…] [-idempotency on|off] [-ttl 24h] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]] [-provider URL [-lease 30s] [-provider-timeout 2s] [-complete-interval 5s] [-report-after 15m]] [-otlp URL]
 
 serve runs the transfers service: PUT and GET /accounts/{id}, POST /transfers
 (Idempotency-Key required), GET /transfers[?limit=N] and /transfers/{id},
@@ -35,7 +36,15 @@ GET /healthz (liveness), GET /readyz (the database answers), GET /metrics.
 
 With -consume it also applies transfer commands from a broker (body: the JSON
 of POST /transfers), each message id once, in one transaction with the
-transfer (see docs/CONSUMERS.md).`
+transfer (see docs/CONSUMERS.md).
+
+With -provider it also serves payouts through that payment provider: POST
+/payouts {"account","amount"} (Idempotency-Key required) debits the account,
+charges it at POST {URL}/charges with a key derived from the request's, and
+answers 201, or 422 payout-declined once the account is credited back, or 503
+with Retry-After while the provider's answer is unknown; GET /payouts lists
+them. A completer finishes the payouts left pending every -complete-interval
+(see docs/PAYOUTS.md; "idem complete" makes one pass).`
 
 type serveCommand struct {
 	*Main
@@ -57,6 +66,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	consume := fs.String("consume", "", "also consume transfer commands from this broker URL: nats://host:4222 (JetStream) or amqp://user:pass@host:5672/vhost (RabbitMQ)")
 	queue := fs.String("consume-queue", defaultConsumeQueue, "with -consume: the subject (NATS) or queue (RabbitMQ) to consume; 1 to 64 ASCII letters, digits, - and _")
 	consumeTTL := fs.Duration("consume-ttl", inbox.DefaultTTL, "with -consume: how long a message id is remembered; a duplicate arriving later is applied again")
+	lf := leasedFlags(fs)
+	completeInterval := fs.Duration("complete-interval", 5*time.Second, "with -provider: the pause between two passes of the completer, which finishes the payouts left pending")
+	otlp := fs.String("otlp", "", "export traces over OTLP/HTTP to this collector base URL (http://127.0.0.1:4318); defaults to OTEL_EXPORTER_OTLP_ENDPOINT, and to no tracing when neither is set")
 	if err := c.parse(fs, args, serveSynopsis); err != nil {
 		return err
 	}
@@ -103,6 +115,23 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	if *lf.provider == "" {
+		for _, name := range []string{"lease", "provider-timeout", "complete-interval", "report-after"} {
+			if set[name] {
+				return usageError{fmt.Sprintf("serve: -%s applies only with -provider", name)}
+			}
+		}
+	} else {
+		if *mode == "off" {
+			return usageError{"serve: -provider needs -idempotency on: leased mode is what charges each payout once"}
+		}
+		if err := lf.validate("serve", *ttl); err != nil {
+			return err
+		}
+		if *completeInterval <= 0 {
+			return usageError{fmt.Sprintf("serve: -complete-interval must be positive, got %s", *completeInterval)}
+		}
+	}
 	log := slog.New(slog.NewTextHandler(c.Stderr, nil))
 
 	opts := backendOptions{replayProbe: *probe}
@@ -119,8 +148,13 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	tr, err := setupTracing(ctx, *otlp, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer tr.shutdown(log)
 	if *mode == "on" {
-		if cfg.Guard, err = idem.New(b.store, &idem.Config{TTL: *ttl}); err != nil {
+		if cfg.Guard, err = idem.New(tr.store(b.store), &idem.Config{TTL: *ttl}); err != nil {
 			return err
 		}
 		if d, ok := b.store.(idem.ExpiredDeleter); ok {
@@ -130,12 +164,26 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 			}
 			go sw.Run(ctx)
 		}
+		if *lf.provider != "" {
+			if err := lf.configure(cfg, b.store, *ttl); err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
+		}
 	} else {
 		log.Warn("IDEMPOTENCY IS OFF: Idempotency-Key is ignored and every retry runs again; use this mode only to compare")
 	}
 	svc, err := transfers.New(ctx, b.ledger, cfg)
 	if err != nil {
 		return err
+	}
+	if cfg.Leased != nil {
+		// Stopped, and waited for, before the store closes.
+		m := newCompleterMetrics(reg, idemhttp.KindPrefix+transfers.PayoutKind)
+		stop, err := startCompleter(ctx, cfg.Leased, *completeInterval, *lf.reportAfter, m, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 
 	// The stream or queue exists before the service answers /healthz:
@@ -168,11 +216,14 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	var running atomic.Int64
 	srv := &http.Server{
-		Handler:           countRunning(svc, &running),
+		Handler:           tr.handler(countRunning(svc, &running)),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       *idle,
 	}
 	attrs := []any{"addr", "http://" + ln.Addr().String(), "db", redact(*db), "idempotency", *mode}
+	if cfg.Leased != nil {
+		attrs = append(attrs, "provider", redactURL(*lf.provider), "lease", *lf.lease)
+	}
 	if b.pool != nil {
 		attrs = append(attrs, "pool", b.pool.Config().MaxConns)
 	}

@@ -45,11 +45,12 @@ func getJSON(ctx context.Context, url string, v any) error {
 }
 
 // audit reads the ledger straight from the server (not through the faulty
-// network) and compares it with the intents.
-func audit(ctx context.Context, addr string, intents []planned) (Report, error) {
+// network) and compares it with the intents. It also returns how many
+// transfers each intent made.
+func audit(ctx context.Context, addr string, intents []planned) (Report, []int, error) {
 	var list transfers.TransferList
 	if err := getJSON(ctx, "http://"+addr+"/transfers", &list); err != nil {
-		return Report{}, err
+		return Report{}, nil, err
 	}
 	perAmount := make(map[int64]int, len(list.Transfers))
 	for _, t := range list.Transfers {
@@ -60,7 +61,9 @@ func audit(ctx context.Context, addr string, intents []planned) (Report, error) 
 	for i := range numAccounts {
 		want[accountID(i)] = initialBalance
 	}
-	for _, p := range intents {
+	applied := make([]int, len(intents))
+	for i, p := range intents {
+		applied[i] = perAmount[p.amount]
 		switch n := perAmount[p.amount]; {
 		case n == 0:
 			r.Lost++
@@ -75,7 +78,7 @@ func audit(ctx context.Context, addr string, intents []planned) (Report, error) 
 	for i := range numAccounts {
 		var a transfers.Account
 		if err := getJSON(ctx, "http://"+addr+"/accounts/"+accountID(i), &a); err != nil {
-			return Report{}, err
+			return Report{}, nil, err
 		}
 		total += a.Balance
 		if a.Balance != want[a.ID] {
@@ -83,7 +86,7 @@ func audit(ctx context.Context, addr string, intents []planned) (Report, error) 
 		}
 	}
 	r.Conserved = total == initialBalance*numAccounts
-	return r, nil
+	return r, applied, nil
 }
 
 // freshSchema creates a schema for one mode in the PostgreSQL database at

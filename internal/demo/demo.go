@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,6 +148,8 @@ type Report struct {
 	Kills      int              `json:"kills"`
 	Faults     map[string]int64 `json:"faults"`
 	Seconds    float64          `json:"seconds"`
+	// Timeline is what the network saw of the run, for WriteHTML.
+	Timeline *Timeline `json:"-"`
 }
 
 // Run runs the scenario once per mode and returns one report per mode.
@@ -225,7 +228,9 @@ func runMode(ctx context.Context, c *Config, m Mode, db string) (Report, error) 
 		}
 	}
 
+	tl := newTimeline(c.Intents)
 	px := newProxy(addr, c.Seed, c.AttemptTimeout+200*time.Millisecond)
+	px.timeline = tl
 	pln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return Report{}, err
@@ -268,6 +273,7 @@ func runMode(ctx context.Context, c *Config, m Mode, db string) (Report, error) 
 				}
 			}
 			srv.kill()
+			tl.kill()
 			killed++
 			fmt.Fprintf(c.Progress, "  [%s] server killed with SIGKILL (%d/%d), restarting\n", m, k, c.Kills)
 			time.Sleep(100 * time.Millisecond)
@@ -289,7 +295,7 @@ func runMode(ctx context.Context, c *Config, m Mode, db string) (Report, error) 
 				body := fmt.Appendf(nil, `{"from":%q,"to":%q,"amount":%d}`, p.from, p.to, p.amount)
 				in, err := client.NewIntent(http.MethodPost, base+"/transfers", body)
 				if err == nil {
-					in.Header = http.Header{"Content-Type": {"application/json"}}
+					in.Header = http.Header{"Content-Type": {"application/json"}, intentHeader: {strconv.Itoa(i)}}
 					_, err = client.Do(ctx, in)
 				}
 				if err != nil {
@@ -332,11 +338,12 @@ func runMode(ctx context.Context, c *Config, m Mode, db string) (Report, error) 
 		return Report{}, err
 	}
 
-	r, err := audit(ctx, addr, intents)
+	r, applied, err := audit(ctx, addr, intents)
 	if err != nil {
 		return Report{}, err
 	}
-	r.Mode, r.Attempts, r.Kills, r.Faults = m, attempts.Load(), killed, px.faults()
+	tl.finish(applied)
+	r.Mode, r.Attempts, r.Kills, r.Faults, r.Timeline = m, attempts.Load(), killed, px.faults(), tl
 	r.Seconds = time.Since(start).Seconds()
 	fmt.Fprintf(c.Progress, "  [%s] done: %d intents, %d attempts, %d applied, %d duplicated, %d lost (%d intents gave up)\n",
 		m, r.Intents, r.Attempts, r.Applied, r.Duplicated, r.Lost, failed.Load())

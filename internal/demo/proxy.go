@@ -40,6 +40,9 @@ type proxy struct {
 	rng *rand.Rand
 
 	counts [numFaults]atomic.Int64
+
+	// timeline, if set, records every attempt of an intent.
+	timeline *Timeline
 }
 
 func newProxy(target string, seed uint64, delay time.Duration) *proxy {
@@ -74,6 +77,9 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
 		fault = p.draw()
 	}
+	trace := p.timeline.begin(r)
+	status, replayed := 0, false
+	defer func() { trace.end(fault, status, replayed) }()
 	if fault == FaultReset {
 		p.counts[FaultReset].Add(1)
 		hangUp(w, true)
@@ -92,6 +98,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out.Header = r.Header.Clone()
 	res, err := p.transport.RoundTrip(out)
 	if err != nil {
+		fault = FaultServerGone
 		p.counts[FaultServerGone].Add(1)
 		w.Header().Set("Retry-After", "0")
 		http.Error(w, "server unreachable", http.StatusBadGateway)
@@ -100,10 +107,12 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	resBody, err := io.ReadAll(res.Body)
 	res.Body.Close()
 	if err != nil {
+		fault = FaultServerGone
 		p.counts[FaultServerGone].Add(1)
 		http.Error(w, "server went away", http.StatusBadGateway)
 		return
 	}
+	status, replayed = res.StatusCode, res.Header.Get("Idempotent-Replayed") == "true"
 	p.counts[fault].Add(1)
 	switch fault {
 	case FaultDrop:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
 	"github.com/jackc/pgx/v5"
@@ -70,8 +71,17 @@ func SQLite(store *sqlitestore.Store) *Database {
 			return sqlTxn{sqlQ{tx}, tx}, nil
 		},
 		current: func(ctx context.Context) (querier, bool) {
-			tx, ok := sqlitestore.TxFrom(ctx)
-			return sqlQ{tx}, ok
+			if tx, ok := sqlitestore.TxFrom(ctx); ok {
+				return sqlQ{tx}, true
+			}
+			// A leased local step's transaction (idem.Run.LocalStep)
+			// shows the store's *sql.Tx as its Handle.
+			if t, ok := idem.TxFrom(ctx); ok {
+				if tx, ok := t.Handle().(*sql.Tx); ok {
+					return sqlQ{tx}, true
+				}
+			}
+			return nil, false
 		},
 	}
 }
@@ -114,6 +124,14 @@ CREATE TABLE IF NOT EXISTS transfers (
 	amount     INTEGER NOT NULL CHECK (amount > 0),
 	created_at INTEGER NOT NULL,
 	message_id TEXT
+);
+CREATE TABLE IF NOT EXISTS payouts (
+	id                 INTEGER PRIMARY KEY AUTOINCREMENT,
+	account            TEXT    NOT NULL REFERENCES accounts (id),
+	amount             INTEGER NOT NULL CHECK (amount > 0),
+	state              TEXT    NOT NULL CHECK (state IN ('pending', 'completed', 'declined')),
+	provider_charge_id TEXT,
+	created_at         INTEGER NOT NULL
 );`
 
 const postgresSchema = `
@@ -128,10 +146,18 @@ CREATE TABLE IF NOT EXISTS transfers (
 	amount     BIGINT NOT NULL CHECK (amount > 0),
 	created_at BIGINT NOT NULL,
 	message_id TEXT
+);
+CREATE TABLE IF NOT EXISTS payouts (
+	id                 BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	account            TEXT   NOT NULL REFERENCES accounts (id),
+	amount             BIGINT NOT NULL CHECK (amount > 0),
+	state              TEXT   NOT NULL CHECK (state IN ('pending', 'completed', 'declined')),
+	provider_charge_id TEXT,
+	created_at         BIGINT NOT NULL
 );`
 
 // migrate brings a ledger to the current schema: it creates the tables if
-// needed, and adds transfers.message_id to a ledger created before it
+// needed (payouts included, on a ledger created before them), and adds transfers.message_id to a ledger created before it
 // existed (the column is NULL for the transfers made until then, which
 // came over HTTP). The ALTER runs only when the column is missing, so
 // that a restart does not queue for the table's exclusive lock behind

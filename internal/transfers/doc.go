@@ -10,6 +10,8 @@
 //	POST /transfers       {"from","to","amount"}  201 {"id","from","to","amount","created_at"}, Location: /transfers/{id}
 //	GET  /transfers/{id}                          200 {"id","from","to","amount","created_at"[,"message_id"]}   404 problem+json
 //	GET  /transfers[?limit=N]                     200 {"transfers":[…],"count":N}, oldest first, streamed
+//	POST /payouts         {"account","amount"}    201 {"id","account","amount","provider_charge_id","created_at"} (with Config.Leased)
+//	GET  /payouts                                 200 {"payouts":[…],"count":N}, oldest first, streamed
 //	GET  /healthz                                 200 ok: the process serves (liveness; no database)
 //	GET  /readyz                                  200 ok, or 503 problem+json while the database does not answer
 //
@@ -55,6 +57,16 @@
 // records the message id, exactly as published, and GET /transfers and
 // GET /transfers/{id} show it as "message_id" (absent for transfers made
 // over HTTP). New adds the column to a ledger created without it.
+//
+// # Payouts
+//
+// With Config.Leased and Config.Provider, POST /payouts pays money out
+// through an external payment provider in leased mode: a local debit step,
+// a charge at the provider under a key derived from the client's, then a
+// local step that completes the payout, or credits it back after a decline
+// (422 payout-declined). An unknown outcome at the provider is answered 503
+// with Retry-After and never compensated; the retry or the completer
+// resumes at the charge. See docs/PAYOUTS.md.
 //
 // The same service runs on SQLite (sqlitestore) and PostgreSQL (pgstore).
 // With a nil Guard it runs without idempotency (keys are ignored, each

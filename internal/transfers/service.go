@@ -3,9 +3,11 @@ package transfers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 	"unicode/utf8"
 
@@ -56,13 +58,41 @@ type Config struct {
 	// (each request holds its body, up to 1 MiB, about twice) however
 	// many clients connect. Defaults to 128.
 	MaxConcurrent int
+
+	// Leased serves POST /payouts in leased mode (see docs/PAYOUTS.md),
+	// over the same store as Guard, which it needs. The service registers
+	// the payout work with it as kind "http:"+PayoutKind, so that a
+	// Completer of this Leased finishes abandoned payouts. Defaults to
+	// nil: POST /payouts is not served.
+	Leased *idem.Leased
+
+	// Provider is the base URL of the payment provider that payouts
+	// charge (POST {Provider}/charges). Required with Leased, and only
+	// then.
+	Provider string
+
+	// ProviderTimeout bounds each call to the provider. Defaults to
+	// 2 seconds.
+	ProviderTimeout time.Duration
+
+	// ProviderAttempts is how many calls, with the same key, one
+	// execution of a payout makes while the provider's answer stays
+	// unknown (a 5xx, a timeout, a lost connection); the payout then
+	// stays pending for a retry or the completer. Defaults to 3.
+	ProviderAttempts int
 }
+
+// PayoutKind is the RouteOptions.Kind of POST /payouts.
+const PayoutKind = "payouts"
 
 // Defaults of Config.
 const (
 	DefaultBodyTimeout    = 10 * time.Second
 	DefaultRequestTimeout = 10 * time.Second
 	DefaultMaxConcurrent  = 128
+
+	DefaultProviderTimeout  = 2 * time.Second
+	DefaultProviderAttempts = 3
 )
 
 func (c *Config) withDefaults() (Config, error) {
@@ -94,15 +124,40 @@ func (c *Config) withDefaults() (Config, error) {
 	case out.MaxConcurrent == 0:
 		out.MaxConcurrent = DefaultMaxConcurrent
 	}
+	switch {
+	case out.Leased != nil && out.Guard == nil:
+		return out, errors.New("transfers: Config.Leased needs Config.Guard (over the same store)")
+	case (out.Leased != nil) != (out.Provider != ""):
+		return out, errors.New("transfers: Config.Leased and Config.Provider go together: payouts need both")
+	}
+	if out.Provider != "" {
+		u, err := url.Parse(out.Provider)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return out, fmt.Errorf("transfers: Config.Provider must be an http:// or https:// URL, got %q", out.Provider)
+		}
+	}
+	switch {
+	case out.ProviderTimeout < 0:
+		return out, fmt.Errorf("transfers: Config.ProviderTimeout must not be negative, got %s", out.ProviderTimeout)
+	case out.ProviderTimeout == 0:
+		out.ProviderTimeout = DefaultProviderTimeout
+	}
+	switch {
+	case out.ProviderAttempts < 0:
+		return out, fmt.Errorf("transfers: Config.ProviderAttempts must not be negative, got %d", out.ProviderAttempts)
+	case out.ProviderAttempts == 0:
+		out.ProviderAttempts = DefaultProviderAttempts
+	}
 	return out, nil
 }
 
 // Service is the transfers service. Its handler is safe for concurrent use.
 type Service struct {
-	db      *Database
-	cfg     Config
-	handler http.Handler
-	slots   chan struct{} // one per POST /transfers being served
+	db       *Database
+	cfg      Config
+	handler  http.Handler
+	slots    chan struct{} // one per POST /transfers or /payouts being served
+	provider *provider     // nil without Config.Provider
 }
 
 // New creates the ledger's tables if needed and returns the service.
@@ -115,12 +170,19 @@ func New(ctx context.Context, db *Database, cfg *Config) (*Service, error) {
 		return nil, fmt.Errorf("transfers: %w", err)
 	}
 	s := &Service{db: db, cfg: c, slots: make(chan struct{}, c.MaxConcurrent)}
+	if c.Provider != "" {
+		s.provider = &provider{
+			url: c.Provider, client: &http.Client{}, timeout: c.ProviderTimeout,
+			attempts: c.ProviderAttempts, backoff: 100 * time.Millisecond,
+		}
+	}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /accounts/{id}", s.putAccount)
 	mux.HandleFunc("GET /accounts/{id}", s.getAccount)
 	mux.HandleFunc("GET /transfers", s.listTransfers)
 	mux.HandleFunc("GET /transfers/{id}", s.getTransfer)
+	mux.HandleFunc("GET /payouts", s.listPayouts)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	if c.Metrics != nil {
@@ -136,11 +198,19 @@ func New(ctx context.Context, db *Database, cfg *Config) (*Service, error) {
 			MaxRequestBody: maxBody,
 			Logger:         c.Logger,
 			Observer:       c.Observer,
+			Leased:         c.Leased,
 		})
 		if err != nil {
 			return nil, err
 		}
 		create = m.Handler(create)
+		if c.Leased != nil {
+			// Leased mode: the charge at the provider cannot commit with
+			// the key, so the claim commits first, with a lease, and the
+			// work keeps recovery points (see docs/PAYOUTS.md).
+			pay := m.Route(idemhttp.RouteOptions{Leased: true, Kind: PayoutKind})(http.HandlerFunc(s.createPayout))
+			mux.Handle("POST /payouts", s.validatePayout(pay))
+		}
 	}
 	// Request validation runs before the idempotency layer: a malformed
 	// request is refused (400, 408, 413) and never recorded, so the

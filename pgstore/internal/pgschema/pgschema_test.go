@@ -245,3 +245,51 @@ func TestConnCheckSurvivesAPanic(t *testing.T) {
 		t.Errorf("after a panicking detection: %q, %v; want a new detection", l, err)
 	}
 }
+
+func TestLeasedStatements(t *testing.T) {
+	// Every write of a holder carries the fence (docs/DESIGN.md, L2), and
+	// the local step's statements set what Lock sets.
+	t.Parallel()
+	n := NewNames("s", "t")
+	st := NewLeasedStatements(n, 30*time.Second)
+	for name, sql := range map[string]string{"Heartbeat": st.Heartbeat, "SaveStep": st.SaveStep, "Complete": st.Complete,
+		"Release": st.Release, "BeginStep": st.BeginStep, "BeginStepPlain": st.BeginStepPlain} {
+		if !strings.Contains(sql, fence) {
+			t.Errorf("%s is not fenced: %s", name, sql)
+		}
+	}
+	for name, sql := range map[string]string{"SaveStep": st.SaveStep, "BeginStep": st.BeginStep, "BeginStepPlain": st.BeginStepPlain} {
+		if !strings.Contains(sql, "FOR UPDATE") {
+			t.Errorf("%s does not lock the record's row: %s", name, sql)
+		}
+	}
+	if !strings.Contains(st.BeginStep, "client_connection_check_interval") || strings.Contains(st.BeginStepPlain, "client_connection_check_interval") {
+		t.Errorf("BeginStep sets the connection check and BeginStepPlain does not: %q / %q", st.BeginStep, st.BeginStepPlain)
+	}
+	for _, sql := range []string{st.BeginStep, st.BeginStepPlain} {
+		if !strings.Contains(sql, "'idle_in_transaction_session_timeout', '30000', true") {
+			t.Errorf("BeginStep does not set the idle timeout: %q", sql)
+		}
+	}
+	if !strings.Contains(st.Claim, "'2200-01-01T00:00:00Z'::timestamptz") {
+		t.Errorf("Claim does not write idem.PendingExpiresAt: %s", st.Claim)
+	}
+}
+
+func TestNamesFitTheIdentifierLimit(t *testing.T) {
+	// Every object named after the longest table Check takes fits in
+	// PostgreSQL's 63 bytes, the sequence of the steps' identity column
+	// included, which PostgreSQL names "<table>_steps_seq_seq".
+	t.Parallel()
+	table := strings.Repeat("t", maxTableLen)
+	if err := (Settings{Table: table}).Check("pkg"); err != nil {
+		t.Fatal(err)
+	}
+	n := NewNames("s", table)
+	for _, q := range []string{n.PKey, n.ExpiresIdx, n.PendingIdx, n.StepsPKey, strings.TrimPrefix(n.Migrations, `"s".`),
+		strings.TrimPrefix(n.Steps, `"s".`), Quote(table + "_steps_seq_seq")} {
+		if name := strings.Trim(q, `"`); len(name) > 63 {
+			t.Errorf("%s is %d bytes, more than 63", name, len(name))
+		}
+	}
+}

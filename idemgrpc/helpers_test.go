@@ -1,0 +1,249 @@
+package idemgrpc_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemgrpc"
+	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/internal/transferrpc"
+	"github.com/idemkit/idem/internal/transfers"
+	"github.com/idemkit/idem/pgstore"
+	"github.com/idemkit/idem/sqlitestore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/dynamicpb"
+)
+
+type backend struct {
+	name string
+	open func(t *testing.T) (idem.Store, *transfers.Database)
+}
+
+func backends() []backend {
+	return []backend{
+		{"SQLite", openSQLite},
+		{"Postgres", func(t *testing.T) (idem.Store, *transfers.Database) {
+			schema, dsn := pgtest.Schema(t)
+			s, err := pgstore.Open(context.Background(), dsn, &pgstore.Config{Schema: schema})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s, transfers.Postgres(s)
+		}},
+	}
+}
+
+func openSQLite(t *testing.T) (idem.Store, *transfers.Database) {
+	s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "bank.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, transfers.SQLite(s)
+}
+
+// env is a transfers service behind a real gRPC server on 127.0.0.1, with
+// the demo's authentication (metadata "authorization: Bearer <name>")
+// before the idempotency interceptor.
+type env struct {
+	t      *testing.T
+	store  idem.Store
+	svc    *transfers.Service
+	rpc    *transferrpc.Server
+	conn   *grpc.ClientConn
+	events *events
+
+	mu       sync.Mutex
+	attempts []string // the key of every call that reached the server, in order
+}
+
+type options struct {
+	cfg      func(*idemgrpc.Config)
+	outer    grpc.UnaryServerInterceptor // runs first, before authentication
+	dial     []grpc.DialOption
+	open     func(t *testing.T) (idem.Store, *transfers.Database)
+	accounts map[string]int64
+}
+
+func setup(t *testing.T, o options) *env {
+	t.Helper()
+	if o.open == nil {
+		o.open = openSQLite
+	}
+	store, db := o.open(t)
+	guard, err := idem.New(store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := transfers.New(context.Background(), db, &transfers.Config{Guard: guard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, store: store, svc: svc, rpc: &transferrpc.Server{Service: svc}, events: &events{}}
+	accounts := o.accounts
+	if accounts == nil {
+		accounts = map[string]int64{"alice": 1000, "bob": 0}
+	}
+	for id, balance := range accounts {
+		e.setBalance(id, balance)
+	}
+	cfg := &idemgrpc.Config{
+		Methods:  map[string]idemgrpc.MethodOptions{transferrpc.TransferMethod: {}},
+		Observer: e.events,
+		Logger:   slog.New(slog.DiscardHandler),
+	}
+	if o.cfg != nil {
+		o.cfg(cfg)
+	}
+	interceptor, err := idemgrpc.New(guard, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := []grpc.UnaryServerInterceptor{e.count}
+	if o.outer != nil {
+		chain = append(chain, o.outer)
+	}
+	chain = append(chain, authenticate, interceptor.Unary)
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(chain...))
+	srv.RegisterService(&transferrpc.ServiceDesc, e.rpc)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, o.dial...)
+	conn, err := grpc.NewClient(lis.Addr().String(), dial...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	e.conn = conn
+	return e
+}
+
+// count records the key of every call that reaches the server.
+func (e *env) count(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	e.mu.Lock()
+	e.attempts = append(e.attempts, strings.Join(md.Get(idemgrpc.MetadataKey), ","))
+	e.mu.Unlock()
+	return handler(ctx, req)
+}
+
+func (e *env) seen() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.attempts...)
+}
+
+// authenticate is the demo's authentication as an interceptor.
+func authenticate(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get("authorization"); len(v) == 1 {
+		if token, ok := strings.CutPrefix(v[0], "Bearer "); ok && token != "" {
+			ctx = idemhttp.WithPrincipal(ctx, "bearer:"+token)
+		}
+	}
+	return handler(ctx, req)
+}
+
+// call makes one transfer call as principal with key (none when empty),
+// and returns the answer and its header and trailer metadata.
+func (e *env) call(principal, key string, from, to string, amount int64) (*dynamicpb.Message, metadata.MD, error) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var pairs []string
+	if principal != "" {
+		pairs = append(pairs, "authorization", "Bearer "+principal)
+	}
+	if key != "" {
+		pairs = append(pairs, idemgrpc.MetadataKey, key)
+	}
+	ctx = metadata.AppendToOutgoingContext(ctx, pairs...)
+	var header, trailer metadata.MD
+	out, err := transferrpc.Transfer(ctx, e.conn, transferrpc.Request(from, to, amount), grpc.Header(&header), grpc.Trailer(&trailer))
+	return out, metadata.Join(header, trailer), err
+}
+
+func replayed(md metadata.MD) bool {
+	v := md.Get(idemgrpc.ReplayedKey)
+	return len(v) > 0 && v[0] == "true"
+}
+
+func (e *env) http(method, path, body string) *httptest.ResponseRecorder {
+	e.t.Helper()
+	w := httptest.NewRecorder()
+	e.svc.ServeHTTP(w, httptest.NewRequestWithContext(context.Background(), method, path, strings.NewReader(body)))
+	return w
+}
+
+func (e *env) setBalance(id string, balance int64) {
+	e.t.Helper()
+	b, _ := json.Marshal(map[string]int64{"balance": balance})
+	if w := e.http(http.MethodPut, "/accounts/"+id, string(b)); w.Code != http.StatusOK {
+		e.t.Fatalf("PUT /accounts/%s: %d %s", id, w.Code, w.Body)
+	}
+}
+
+func (e *env) balance(id string) int64 {
+	e.t.Helper()
+	w := e.http(http.MethodGet, "/accounts/"+id, "")
+	var a struct{ Balance int64 }
+	if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &a) != nil {
+		e.t.Fatalf("GET /accounts/%s: %d %s", id, w.Code, w.Body)
+	}
+	return a.Balance
+}
+
+func (e *env) transfers() int {
+	e.t.Helper()
+	w := e.http(http.MethodGet, "/transfers", "")
+	var l struct{ Count int }
+	if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &l) != nil {
+		e.t.Fatalf("GET /transfers: %d %s", w.Code, w.Body)
+	}
+	return l.Count
+}
+
+// events collects what the interceptor tells its observer.
+type events struct {
+	mu   sync.Mutex
+	list []idemhttp.Event
+}
+
+func (o *events) Observe(_ context.Context, e idemhttp.Event) {
+	o.mu.Lock()
+	o.list = append(o.list, e)
+	o.mu.Unlock()
+}
+
+func (o *events) outcomes() []idemhttp.Outcome {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []idemhttp.Outcome
+	for _, e := range o.list {
+		out = append(out, e.Outcome)
+	}
+	return out
+}
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func codeOf(c uint32) codes.Code { return codes.Code(c) }

@@ -1,0 +1,125 @@
+package transfers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// provider calls the payment provider's POST {url}/charges.
+type provider struct {
+	url      string
+	client   *http.Client
+	timeout  time.Duration // of each call
+	attempts int           // calls per execution while the outcome is unknown
+	backoff  time.Duration // before the second call; doubled after each
+}
+
+// chargeOutcome is a definitive answer of the provider, the output of the
+// payout's "charge" step.
+type chargeOutcome struct {
+	// ChargeID is the provider's charge id when it charged.
+	ChargeID string `json:"charge_id,omitempty"`
+	// Declined reports a 4xx: nothing was charged, and never will be
+	// under this key.
+	Declined bool `json:"declined,omitempty"`
+	// Status is the provider's status code.
+	Status int `json:"status"`
+}
+
+// errUnknownOutcome means the provider gave no definitive answer (a 5xx, a
+// timeout, a lost connection, an unreadable success): the charge may or
+// may not exist. It is retried with the same key and never compensated.
+var errUnknownOutcome = errors.New("the provider's answer is unknown")
+
+// chargeRequest is the body of POST {url}/charges.
+type chargeRequest struct {
+	Account   string `json:"account"`
+	Amount    int64  `json:"amount"`
+	Reference string `json:"reference"`
+}
+
+// charge asks the provider to charge amount to account under key (sent as
+// Idempotency-Key and as the reference), calling again with the same key,
+// up to p.attempts times, while the outcome is unknown. It returns the
+// definitive answer, or an error matching errUnknownOutcome.
+func (p *provider) charge(ctx context.Context, key, account string, amount int64) (chargeOutcome, error) {
+	body, err := json.Marshal(chargeRequest{Account: account, Amount: amount, Reference: key})
+	if err != nil {
+		return chargeOutcome{}, err
+	}
+	var last error
+	wait := p.backoff
+	for i := range p.attempts {
+		if i > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return chargeOutcome{}, fmt.Errorf("%w: %w (then: %w)", errUnknownOutcome, last, context.Cause(ctx))
+			case <-t.C:
+			}
+			wait *= 2
+		}
+		out, err := p.call(ctx, key, body)
+		if err == nil {
+			return out, nil
+		}
+		last = err
+	}
+	return chargeOutcome{}, fmt.Errorf("%w after %d calls: %w", errUnknownOutcome, p.attempts, last)
+}
+
+// call makes one call: a definitive outcome, or the reason it is unknown.
+func (p *provider) call(ctx context.Context, key string, body []byte) (chargeOutcome, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(p.url, "/")+"/charges", bytes.NewReader(body))
+	if err != nil {
+		return chargeOutcome{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return chargeOutcome{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	st := resp.StatusCode
+	switch {
+	case st == http.StatusOK || st == http.StatusCreated:
+		if err != nil {
+			return chargeOutcome{}, fmt.Errorf("reading the provider's %d: %w", st, err)
+		}
+		var c struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(b, &c); err != nil || c.ID == "" {
+			return chargeOutcome{}, fmt.Errorf("the provider answered %d without a charge id", st)
+		}
+		return chargeOutcome{ChargeID: c.ID, Status: st}, nil
+	case st >= 400 && st < 500 && !notDefinitive(st):
+		return chargeOutcome{Declined: true, Status: st}, nil
+	}
+	return chargeOutcome{}, fmt.Errorf("the provider answered %d", st)
+}
+
+// notDefinitive reports the 4xx statuses that say nothing final about the
+// charge: the request timed out at the provider (408), another request
+// with the key is in progress there (409), it is too early (425), or it
+// was rate-limited (429). They are retried as unknown outcomes, never
+// taken for a decline, which would credit back a charge that may happen.
+func notDefinitive(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
+		return true
+	}
+	return false
+}
