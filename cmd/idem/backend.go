@@ -48,6 +48,10 @@ type backendOptions struct {
 	// in the URL wins over it.
 	pool         int
 	poolExplicit bool
+	// lockedHint is added to the error when another process holds a
+	// SQLite file; empty means the hint for the commands that look after
+	// records (a running idem serve sweeps its own database).
+	lockedHint string
 }
 
 // openBackend opens a SQLite file path or a postgres:// URL. Its errors name
@@ -93,7 +97,11 @@ func open(ctx context.Context, db string, opts backendOptions) (*backend, error)
 	}
 	s, err := sqlitestore.Open(ctx, db, cfg)
 	if errors.Is(err, sqlitestore.ErrLocked) && !opts.readOnly {
-		return nil, fmt.Errorf("%w (a running idem serve sweeps its own database)", err)
+		hint := opts.lockedHint
+		if hint == "" {
+			hint = "a running idem serve sweeps its own database"
+		}
+		return nil, fmt.Errorf("%w (%s)", err, hint)
 	}
 	if err != nil {
 		return nil, err

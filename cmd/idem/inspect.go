@@ -25,7 +25,9 @@ func (c *inspectCommand) Run(ctx context.Context, args []string) error {
 quoted ("abc"); quote it for the shell too ('"abc"'). The transfers
 service's scopes are "anonymous" and "bearer:<token>", and
 "inbox/transfers" for the messages of serve -consume (key: the message id,
-or sha256:<hex of the id> when the id is not a valid key); a scope the
+or sha256:<hex of the id> when the id is not a valid key), and "import" for
+the rows of idem import (key: <length of the batch id>/<batch id>/<row id>,
+or sha256/<hex> when that is not a valid key; see docs/BATCHES.md); a scope the
 records table shows as idem:sha256:… (a long or binary one) may be given
 either way. inspect never changes the database.`); err != nil {
 		return err

@@ -8,6 +8,7 @@
 //	idem complete finish abandoned payouts once (one completer pass)
 //	idem inspect  show one record
 //	idem check    audit an HTTP endpoint's duplicate path
+//	idem import   apply a CSV of transfers, re-runnable after a crash
 //
 // Run "idem <command> -h" for a command's flags.
 package main
@@ -59,6 +60,7 @@ Commands:
 	complete finish abandoned payouts once (one completer pass)
 	inspect  show one idempotency record
 	check    audit any HTTP endpoint's duplicate path (retries, duplicates, keys)
+	import   apply a CSV of transfers to the ledger; re-running it applies nothing twice
 
 Run "idem <command> -h" for a command's flags.
 `
@@ -90,6 +92,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&inspectCommand{Main: m}).Run(ctx, rest)
 	case "check":
 		return (&checkCommand{Main: m}).Run(ctx, rest)
+	case "import":
+		return (&importCommand{Main: m}).Run(ctx, rest)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(m.Stdout, usage)
 		return nil

@@ -39,7 +39,7 @@ func (s *Service) ApplyTransfer(ctx context.Context, from, to string, amount int
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	t, no, err := s.transfer(ctx, q, transferRequest{From: from, To: to, Amount: amount}, "")
+	t, no, err := s.transfer(ctx, q, transferRequest{From: from, To: to, Amount: amount}, origin{})
 	if no != nil {
 		return Transfer{}, &Declined{no.kind, no.title, no.detail}, nil
 	}

@@ -175,7 +175,7 @@ func (db *Database) migrate(ctx context.Context) error {
 			return fmt.Errorf("add transfers.message_id: %w", err)
 		}
 	}
-	return nil
+	return db.migrateImport(ctx)
 }
 
 // database/sql adapter.

@@ -8,7 +8,7 @@
 //	PUT  /accounts/{id}   {"balance": <int>}      200 {"id","balance"}   (absolute: naturally idempotent)
 //	GET  /accounts/{id}                           200 {"id","balance"}   404 problem+json
 //	POST /transfers       {"from","to","amount"}  201 {"id","from","to","amount","created_at"}, Location: /transfers/{id}
-//	GET  /transfers/{id}                          200 {"id","from","to","amount","created_at"[,"message_id"]}   404 problem+json
+//	GET  /transfers/{id}                          200 {"id","from","to","amount","created_at"[,"message_id"][,"batch_id","row_id"]}   404 problem+json
 //	GET  /transfers[?limit=N]                     200 {"transfers":[…],"count":N}, oldest first, streamed
 //	POST /payouts         {"account","amount"}    201 {"id","account","amount","provider_charge_id","created_at"} (with Config.Leased)
 //	GET  /payouts                                 200 {"payouts":[…],"count":N}, oldest first, streamed
@@ -57,6 +57,17 @@
 // records the message id, exactly as published, and GET /transfers and
 // GET /transfers/{id} show it as "message_id" (absent for transfers made
 // over HTTP). New adds the column to a ledger created without it.
+//
+// # Imports
+//
+// Service.ImportTransfer applies one row of an import file (ParseImport;
+// idem import) in the transaction batch.Run opens for the row, keyed by
+// (batch id, row id) in ImportScope, with the same rules; a refusal is
+// recorded with batch.Refuse. The transfer records the batch id and the
+// row id, which GET /transfers and GET /transfers/{id} show as "batch_id"
+// and "row_id" (absent for other transfers); the pair is unique in the
+// ledger. New adds both columns and their index to a ledger created
+// without them. See docs/BATCHES.md.
 //
 // # Payouts
 //

@@ -22,7 +22,7 @@ type TransferList struct {
 // the status any more: the connection is cut, so that the client sees a
 // truncated answer rather than a well-formed short list.
 func (s *Service) listTransfers(w http.ResponseWriter, r *http.Request) {
-	q := `SELECT id, src, dst, amount, created_at, coalesce(message_id, '') FROM transfers ORDER BY id`
+	q := `SELECT id, src, dst, amount, created_at, coalesce(message_id, ''), coalesce(batch_id, ''), coalesce(row_id, '') FROM transfers ORDER BY id`
 	var args []any
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -60,7 +60,7 @@ func (s *Service) listTransfers(w http.ResponseWriter, r *http.Request) {
 	for ; more; more = rs.Next() {
 		var t Transfer
 		var created int64
-		if err := rs.Scan(&t.ID, &t.From, &t.To, &t.Amount, &created, &t.MessageID); err != nil {
+		if err := rs.Scan(&t.ID, &t.From, &t.To, &t.Amount, &created, &t.MessageID, &t.BatchID, &t.RowID); err != nil {
 			s.abort(r, err)
 		}
 		t.CreatedAt = createdAt(created)

@@ -43,7 +43,7 @@ func (s *Service) applyMessage(ctx context.Context, q querier, m *inbox.Message)
 	in, no := decodeCommand(m)
 	if no == nil {
 		var err error
-		if _, no, err = s.transfer(ctx, q, in, m.ID); err != nil {
+		if _, no, err = s.transfer(ctx, q, in, origin{messageID: m.ID}); err != nil {
 			return err
 		}
 	}

@@ -23,7 +23,15 @@ type Transfer struct {
 	// MessageID is the id of the message the transfer was made from,
 	// exactly as published; absent for a transfer made over HTTP.
 	MessageID string `json:"message_id,omitempty"`
+	// BatchID and RowID name the import (idem import) and the row the
+	// transfer was made from; absent for a transfer made otherwise.
+	BatchID string `json:"batch_id,omitempty"`
+	RowID   string `json:"row_id,omitempty"`
 }
+
+// origin is what a transfer records of where it came from: nothing over
+// HTTP, a message id, or an import's batch and row.
+type origin struct{ messageID, batchID, rowID string }
 
 // declined is a final business answer: 422 over HTTP (recorded and
 // replayed), a refusal for a message (settled).
@@ -107,7 +115,7 @@ func (s *Service) createTransfer(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errors.New("no idempotency transaction in the request context"))
 		return
 	}
-	t, no, err = s.transfer(ctx, q, in, "")
+	t, no, err = s.transfer(ctx, q, in, origin{})
 	if err == nil && no == nil && own != nil {
 		err = own.commit(ctx)
 	}
@@ -123,8 +131,9 @@ func (s *Service) createTransfer(w http.ResponseWriter, r *http.Request) {
 }
 
 // transfer applies one transfer through q: a debit that cannot overdraw, a
-// credit and the transfer row, which records messageID unless it is empty.
-func (s *Service) transfer(ctx context.Context, q querier, in transferRequest, messageID string) (Transfer, *declined, error) {
+// credit and the transfer row, which records the fields of o that are not
+// empty (NULL otherwise).
+func (s *Service) transfer(ctx context.Context, q querier, in transferRequest, o origin) (Transfer, *declined, error) {
 	from, to, amount := in.From, in.To, in.Amount
 	switch {
 	case amount <= 0:
@@ -158,14 +167,10 @@ func (s *Service) transfer(ctx context.Context, q querier, in transferRequest, m
 		return Transfer{}, nil, err
 	}
 	now := s.cfg.Now().UTC()
-	t := Transfer{From: from, To: to, Amount: amount, CreatedAt: now.Format(time.RFC3339Nano), MessageID: messageID}
-	var mid any // NULL for a transfer made over HTTP
-	if messageID != "" {
-		mid = messageID
-	}
+	t := Transfer{From: from, To: to, Amount: amount, CreatedAt: now.Format(time.RFC3339Nano), MessageID: o.messageID, BatchID: o.batchID, RowID: o.rowID}
 	err = q.queryRow(ctx,
-		`INSERT INTO transfers (src, dst, amount, created_at, message_id) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
-		from, to, amount, now.UnixNano(), mid).Scan(&t.ID)
+		`INSERT INTO transfers (src, dst, amount, created_at, message_id, batch_id, row_id) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
+		from, to, amount, now.UnixNano(), nullable(o.messageID), nullable(o.batchID), nullable(o.rowID)).Scan(&t.ID)
 	return t, nil, err
 }
 
@@ -179,8 +184,8 @@ func (s *Service) getTransfer(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	t := Transfer{ID: id}
 	var created int64
-	err = s.db.pool.queryRow(ctx, `SELECT src, dst, amount, created_at, coalesce(message_id, '') FROM transfers WHERE id = $1`, id).
-		Scan(&t.From, &t.To, &t.Amount, &created, &t.MessageID)
+	err = s.db.pool.queryRow(ctx, `SELECT src, dst, amount, created_at, coalesce(message_id, ''), coalesce(batch_id, ''), coalesce(row_id, '') FROM transfers WHERE id = $1`, id).
+		Scan(&t.From, &t.To, &t.Amount, &created, &t.MessageID, &t.BatchID, &t.RowID)
 	if errors.Is(err, errNoRows) {
 		problem(w, http.StatusNotFound, "transfer-not-found", "Transfer not found", fmt.Sprintf("no transfer %d", id))
 		return
@@ -196,3 +201,11 @@ func (s *Service) getTransfer(w http.ResponseWriter, r *http.Request) {
 // createdAt formats a stored created_at (Unix nanoseconds) as in the
 // answer of POST /transfers.
 func createdAt(nanos int64) string { return time.Unix(0, nanos).UTC().Format(time.RFC3339Nano) }
+
+// nullable is s, or NULL when it is empty.
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
