@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/idemkit/idem/internal/demo"
@@ -37,6 +38,13 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	}
 	if *db != "" && !isPostgres(*db) {
 		return usageError{fmt.Sprintf("demo: -db must be a postgres:// URL, got %q", *db)}
+	}
+	if *htmlOut != "" {
+		// Fail before a run of a minute, not after it: the page's
+		// directory must take a file.
+		if err := checkWritableDir(*htmlOut); err != nil {
+			return usageError{fmt.Sprintf("demo: --html %s: %v", *htmlOut, err)}
+		}
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -101,4 +109,14 @@ func writeDemoHTML(path string, reports []demo.Report, info demo.HTMLInfo) error
 		return fmt.Errorf("demo: -html: %w", err)
 	}
 	return nil
+}
+
+// checkWritableDir reports whether a file can be created beside path.
+func checkWritableDir(path string) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".idem-demo-*")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }

@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -191,4 +194,16 @@ func parseReport(t *testing.T, page []byte) map[string]*htmlModeFacts {
 	walk(doc, "", false)
 	delete(modes, "")
 	return modes
+}
+
+// A page that cannot be written is refused before the run, not after it.
+func TestDemoHTMLUnwritableIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
+	err := (&Main{Stdout: io.Discard, Stderr: io.Discard}).Run(context.Background(),
+		[]string{"demo", "--html", filepath.Join(t.TempDir(), "missing", "report.html")})
+	// A usage error comes from the checks before the run (a page that
+	// failed to write after it would be a plain error).
+	if !errors.As(err, new(usageError)) {
+		t.Fatalf("err = %v, want a usage error", err)
+	}
 }

@@ -69,7 +69,10 @@ func NumberAt(doc []byte, path string) (int64, error) {
 	}
 	num, ok := v.(json.Number)
 	if !ok {
-		return 0, fmt.Errorf("the value at %q is %T, not a number", path, v)
+		if path == "" {
+			return 0, fmt.Errorf("the answer is %s, not a number: give --effects-path to the number in it (for example count, or items.# for an array's length)", jsonKind(v))
+		}
+		return 0, fmt.Errorf("the value at %q is %s, not a number", path, jsonKind(v))
 	}
 	return integer(num.String())
 }
@@ -110,4 +113,21 @@ func CommandCounter(command string) Counter {
 		}
 		return n, nil
 	}
+}
+
+// jsonKind names the kind of a decoded JSON value.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%T", v)
 }

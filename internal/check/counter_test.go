@@ -3,6 +3,7 @@ package check_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/idemkit/idem/internal/check"
@@ -64,5 +65,14 @@ func TestURLCounter(t *testing.T) {
 	}
 	if _, err := check.URLCounter(d, "/c", nil, "count")(context.Background()); err == nil {
 		t.Error("a 401 counted")
+	}
+}
+
+// A document that is not a number at the root says to give a path.
+func TestNumberAtWithoutPathSaysWhatToGive(t *testing.T) {
+	t.Parallel()
+	_, err := check.NumberAt([]byte(`{"transfers":[],"count":0}`), "")
+	if err == nil || !strings.Contains(err.Error(), "an object") || !strings.Contains(err.Error(), "--effects-path") {
+		t.Fatalf("err = %v, want it to name the object and --effects-path", err)
 	}
 }

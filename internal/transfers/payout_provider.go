@@ -98,13 +98,11 @@ func (p *provider) call(ctx context.Context, key string, body []byte) (chargeOut
 		if err != nil {
 			return chargeOutcome{}, fmt.Errorf("reading the provider's %d: %w", st, err)
 		}
-		var c struct {
-			ID string `json:"id"`
-		}
-		if err := json.Unmarshal(b, &c); err != nil || c.ID == "" {
+		id, ok := chargeID(b)
+		if !ok {
 			return chargeOutcome{}, fmt.Errorf("the provider answered %d without a charge id", st)
 		}
-		return chargeOutcome{ChargeID: c.ID, Status: st}, nil
+		return chargeOutcome{ChargeID: id, Status: st}, nil
 	case st >= 400 && st < 500 && !notDefinitive(st):
 		return chargeOutcome{Declined: true, Status: st}, nil
 	}
@@ -122,4 +120,25 @@ func notDefinitive(status int) bool {
 		return true
 	}
 	return false
+}
+
+// chargeID reads the "id" of a provider's charge: a non-empty string, or a
+// number, kept as its JSON text (a charge that exists must never be taken
+// for an unknown outcome because of the type of its id).
+func chargeID(body []byte) (string, bool) {
+	var c struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if err := json.Unmarshal(body, &c); err != nil || len(c.ID) == 0 {
+		return "", false
+	}
+	var s string
+	if err := json.Unmarshal(c.ID, &s); err == nil {
+		return s, s != ""
+	}
+	var n json.Number
+	if err := json.Unmarshal(c.ID, &n); err == nil {
+		return n.String(), true
+	}
+	return "", false
 }
