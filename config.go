@@ -20,6 +20,20 @@ type Config struct {
 	// Now returns the current time. Tests inject a clock here. Defaults to
 	// time.Now.
 	Now func() time.Time
+
+	// ReplayCacheBytes bounds the replay cache: recent completed records
+	// kept in memory, so that a retry is replayed (or refused as a
+	// mismatch) without a store call, never at or past the record's
+	// ExpiresAt by Now (docs/DESIGN.md#in-process). A negative value turns
+	// the cache off: every call goes to the store. Defaults to
+	// DefaultReplayCacheBytes (32 MiB).
+	ReplayCacheBytes int64
+
+	// DisableLocalInFlight turns off the in-process refusal of a key this
+	// Guard is already running: every duplicate then goes to the store,
+	// whose lock refuses it. Conformance suites set it to exercise the
+	// store's lock. Defaults to false (refused in process).
+	DisableLocalInFlight bool
 }
 
 // DefaultTTL is the default record lifetime.
@@ -44,6 +58,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.Now == nil {
 		out.Now = time.Now
+	}
+	if out.ReplayCacheBytes == 0 {
+		out.ReplayCacheBytes = DefaultReplayCacheBytes
 	}
 	return out, nil
 }

@@ -12,6 +12,11 @@ import (
 type Guard struct {
 	store Store
 	cfg   Config
+
+	// The in-process shortcuts (docs/DESIGN.md#in-process): nil when off.
+	cache  *replayCache
+	claims *localClaims
+	guardCounters
 }
 
 // New returns a Guard over store. A nil cfg means defaults.
@@ -23,7 +28,14 @@ func New(store Store, cfg *Config) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Guard{store: store, cfg: c}, nil
+	g := &Guard{store: store, cfg: c}
+	if c.ReplayCacheBytes > 0 {
+		g.cache = newReplayCache(c.ReplayCacheBytes)
+	}
+	if !c.DisableLocalInFlight {
+		g.claims = &localClaims{}
+	}
+	return g, nil
 }
 
 // Store returns the store the guard drives.
@@ -70,6 +82,11 @@ const commitTimeout = 30 * time.Second
 // from an earlier execution. See the package documentation for the list of
 // outcomes.
 //
+// A retry of a record this Guard has committed or read is answered from
+// memory, and a duplicate of a key it is running is refused with
+// ErrInFlight, both without a store call (Config.ReplayCacheBytes,
+// Config.DisableLocalInFlight, docs/DESIGN.md#in-process).
+//
 // ctx bounds the whole call except the final commit: once the work has
 // returned without error, its effect and result are committed even if ctx
 // has been cancelled meanwhile (within 30 seconds), so that a caller who
@@ -88,6 +105,12 @@ func (g *Guard) Do(ctx context.Context, req Request, work Work) (res Result, rep
 	req.Scope = StoredScope(req.Scope)
 	req.Fingerprint = storedFingerprint(req.Fingerprint)
 	now := g.cfg.Now()
+	if res, replayed, done, err := g.inProcess(ctx, req, now); done {
+		return res, replayed, err
+	}
+	if g.claims != nil {
+		defer g.claims.release(slotKey{req.Scope, req.Key})
+	}
 	rec, tx, err := g.store.Begin(ctx, &BeginParams{Scope: req.Scope, Key: req.Key, Now: now})
 	if err != nil {
 		return Result{}, false, g.beginError(err)
@@ -135,6 +158,7 @@ func (g *Guard) Do(ctx context.Context, req Request, work Work) (res Result, rep
 	cancel()
 	done = true
 	if err == nil {
+		g.remember(rec)
 		return res, false, nil
 	}
 	_ = tx.Rollback(context.WithoutCancel(ctx))
@@ -173,6 +197,7 @@ func (g *Guard) beginError(err error) error {
 }
 
 func (g *Guard) replay(rec *Record, req Request) (Result, bool, error) {
+	g.remember(rec)
 	if rec.Fingerprint != req.Fingerprint {
 		return Result{}, false, ErrMismatch
 	}

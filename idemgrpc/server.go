@@ -127,6 +127,8 @@ type call struct {
 	opts    MethodOptions
 	start   time.Time
 	keyHash string
+	// info is what the Guard says of how it answered (idem.CallInfo).
+	info idem.CallInfo
 
 	// Set by the work.
 	resp any
@@ -176,7 +178,7 @@ func (c *call) run(r idem.Request, req any, handler grpc.UnaryHandler) (resp any
 			c.done(idemhttp.OutcomePanic, codes.Unknown, nil)
 		}
 	}()
-	res, replayed, err := c.i.guard.Do(c.ctx, r, func(ctx context.Context) (idem.Result, error) {
+	res, replayed, err := c.i.guard.Do(idem.WithCallInfo(c.ctx, &c.info), r, func(ctx context.Context) (idem.Result, error) {
 		return c.work(ctx, req, handler)
 	})
 	finished = true
@@ -308,6 +310,7 @@ func (c *call) done(o idemhttp.Outcome, code codes.Code, err error) {
 	if obs := c.i.cfg.Observer; obs != nil {
 		obs.Observe(c.ctx, idemhttp.Event{
 			Outcome: o, Method: EventMethod, Route: c.method, Status: int(code), Duration: d, KeyHash: c.keyHash,
+			ReplayCache: c.info.ReplayCache, LocalInFlight: c.info.LocalInFlight,
 		})
 	}
 }

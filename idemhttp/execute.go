@@ -38,7 +38,7 @@ func (c *call) execute() (res idem.Result, replayed bool, err error) {
 	if c.h.kind != "" {
 		res, replayed, err = c.executeLeased()
 	} else {
-		res, replayed, err = c.m.guard.Do(c.r.Context(), c.req, c.work)
+		res, replayed, err = c.m.guard.Do(idem.WithCallInfo(c.r.Context(), &c.info), c.req, c.work)
 	}
 	finished = true
 	return res, replayed, err

@@ -118,6 +118,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // call is one protected request on its way through the middleware.
 type call struct {
+	// info is what the Guard says of how it answered (see cache_event.go).
+	info idem.CallInfo
+
 	m     *Middleware
 	h     *handler
 	w     http.ResponseWriter

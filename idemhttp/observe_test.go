@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
 )
 
@@ -41,9 +42,9 @@ func TestLogsAndObserver(t *testing.T) {
 	defer e.mu.Unlock()
 	h := idemhttp.KeyHash(key)
 	want := []idemhttp.Event{
-		{Outcome: idemhttp.OutcomeExecuted, Method: "POST", Route: "/transfers", Status: 201, KeyHash: h},
-		{Outcome: idemhttp.OutcomeReplayed, Method: "POST", Route: "/transfers", Status: 201, KeyHash: h},
-		{Outcome: idemhttp.OutcomeMismatch, Method: "POST", Route: "/transfers", Status: 422, KeyHash: h},
+		{Outcome: idemhttp.OutcomeExecuted, Method: "POST", Route: "/transfers", Status: 201, KeyHash: h, ReplayCache: idem.CacheMiss},
+		{Outcome: idemhttp.OutcomeReplayed, Method: "POST", Route: "/transfers", Status: 201, KeyHash: h, ReplayCache: idem.CacheHit},
+		{Outcome: idemhttp.OutcomeMismatch, Method: "POST", Route: "/transfers", Status: 422, KeyHash: h, ReplayCache: idem.CacheHit},
 		{Outcome: idemhttp.OutcomeMissingKey, Method: "POST", Route: "/transfers", Status: 400},
 		{Outcome: idemhttp.OutcomeInvalidKey, Method: "POST", Route: "/transfers", Status: 400},
 	}

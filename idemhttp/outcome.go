@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"time"
+
+	"github.com/idemkit/idem"
 )
 
 // Outcome names what the middleware did with a protected request. Its
@@ -118,6 +120,16 @@ type Event struct {
 	// KeyHash is KeyHash of the request's key, or "" when the request had
 	// no valid key.
 	KeyHash string
+	// ReplayCache says whether the Guard answered from its replay cache
+	// without a store call (idem.CacheHit: OutcomeReplayed or
+	// OutcomeMismatch), looked there and went on to the store
+	// (idem.CacheMiss), or did not look (empty: the cache is off, the
+	// route is leased, or the request was answered before the Guard).
+	ReplayCache idem.CacheUse
+	// LocalInFlight is set on OutcomeInFlight when the Guard refused the
+	// request because this process was running its key, without a store
+	// call.
+	LocalInFlight bool
 }
 
 // Observer is told the outcome of every protected request. Observe is
@@ -180,10 +192,12 @@ func (c *call) done(o Outcome, status int, err error) {
 		if err != nil {
 			attrs = append(attrs, slog.String("error", err.Error()))
 		}
+		attrs = callInfoAttrs(attrs, c.info)
 		logger.LogAttrs(ctx, level, "idemhttp: "+string(o), attrs...)
 	}
 	if c.m.cfg.Observer != nil {
-		c.m.cfg.Observer.Observe(ctx, Event{Outcome: o, Method: c.r.Method, Route: c.route, Status: status, Duration: d, KeyHash: c.keyHash})
+		c.m.cfg.Observer.Observe(ctx, Event{Outcome: o, Method: c.r.Method, Route: c.route, Status: status, Duration: d, KeyHash: c.keyHash,
+			ReplayCache: c.info.ReplayCache, LocalInFlight: c.info.LocalInFlight})
 	}
 }
 

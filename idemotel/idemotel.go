@@ -50,6 +50,12 @@ const (
 	AttrGRPCCode      = attribute.Key("rpc.grpc.status_code")
 	AttrStoreResult   = attribute.Key("idem.store.result")
 	AttrStoreDuration = attribute.Key("idem.store.duration_ms")
+	// AttrReplayCache is "hit" when the Guard answered from its replay
+	// cache, without a store call, "miss" when it looked there and went on
+	// to the store; AttrInFlightLocal is true on a duplicate the Guard
+	// refused in process (docs/DESIGN.md#in-process).
+	AttrReplayCache   = attribute.Key("idem.replay_cache")
+	AttrInFlightLocal = attribute.Key("idem.in_flight_local")
 
 	EventOutcome       = "idem.outcome"
 	EventStoreBegin    = "idem.store.begin"
@@ -82,6 +88,12 @@ func (*Observer) Observe(ctx context.Context, e idemhttp.Event) {
 	}
 	span.SetAttributes(attrs...)
 	attrs = append(attrs, AttrRoute.String(e.Route), AttrDurationMS.Float64(ms(e.Duration)))
+	if e.ReplayCache != "" {
+		attrs = append(attrs, AttrReplayCache.String(string(e.ReplayCache)))
+	}
+	if e.LocalInFlight {
+		attrs = append(attrs, AttrInFlightLocal.Bool(true))
+	}
 	switch {
 	case e.Method == grpcMethod:
 		attrs = append(attrs, AttrGRPCCode.Int(e.Status))

@@ -2,6 +2,7 @@ package idemotel_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -71,6 +72,24 @@ func view(s sdktrace.ReadOnlySpan) spanView {
 // checkOutcome asserts that a span carries the outcome and the key's hash
 // as attributes and in its idem.outcome event, and the store events named
 // with their results.
+// checkInProcess checks the outcome event's attributes of the Guard's
+// in-process answers, and that the store was not called for one.
+func checkInProcess(t *testing.T, s spanView, cache string, local bool) {
+	t.Helper()
+	ev := s.events[idemotel.EventOutcome]
+	if got := ev[idemotel.AttrReplayCache].AsString(); got != cache {
+		t.Errorf("%s = %q, want %q", idemotel.AttrReplayCache, got, cache)
+	}
+	if got := ev[idemotel.AttrInFlightLocal].AsBool(); got != local {
+		t.Errorf("%s = %v, want %v", idemotel.AttrInFlightLocal, got, local)
+	}
+	if cache == "hit" || local {
+		if _, ok := s.events[idemotel.EventStoreBegin]; ok {
+			t.Errorf("a store call for an answer given in process: %v", s.events)
+		}
+	}
+}
+
 func checkOutcome(t *testing.T, s spanView, outcome idemhttp.Outcome, key string, store map[string]string) {
 	t.Helper()
 	if got := s.attrs[idemotel.AttrOutcome].AsString(); got != string(outcome) {
@@ -166,12 +185,17 @@ func TestHTTPSpans(t *testing.T) {
 	checkOutcome(t, ended(), idemhttp.OutcomeExecuted, "k1", map[string]string{idemotel.EventStoreBegin: "new", idemotel.EventStoreCommit: "ok"})
 	post("k1", "a")
 	s := ended()
-	checkOutcome(t, s, idemhttp.OutcomeReplayed, "k1", map[string]string{idemotel.EventStoreBegin: "record"})
+	// The Guard answers the retry from memory: no store call, and the
+	// outcome event says so.
+	checkOutcome(t, s, idemhttp.OutcomeReplayed, "k1", nil)
+	checkInProcess(t, s, "hit", false)
 	if got := s.events[idemotel.EventOutcome][idemotel.AttrHTTPStatus].AsInt64(); got != 201 {
 		t.Errorf("replay status attribute = %d, want 201", got)
 	}
 	post("k1", "b")
-	checkOutcome(t, ended(), idemhttp.OutcomeMismatch, "k1", map[string]string{idemotel.EventStoreBegin: "record"})
+	s = ended()
+	checkOutcome(t, s, idemhttp.OutcomeMismatch, "k1", nil)
+	checkInProcess(t, s, "hit", false)
 
 	done := make(chan int, 1)
 	go func() { done <- post("slow", "a") }()
@@ -183,7 +207,9 @@ func TestHTTPSpans(t *testing.T) {
 	if got := post("slow", "a"); got != http.StatusConflict {
 		t.Fatalf("in flight: %d", got)
 	}
-	checkOutcome(t, ended(), idemhttp.OutcomeInFlight, "slow", map[string]string{idemotel.EventStoreBegin: "in_flight"})
+	s = ended()
+	checkOutcome(t, s, idemhttp.OutcomeInFlight, "slow", nil)
+	checkInProcess(t, s, "miss", true)
 	close(release)
 	<-done
 
@@ -260,7 +286,8 @@ func TestGRPCSpans(t *testing.T) {
 	checkOutcome(t, ended(), idemhttp.OutcomeExecuted, "g1", map[string]string{idemotel.EventStoreBegin: "new", idemotel.EventStoreCommit: "ok"})
 	say("g1", "hi")
 	s := ended()
-	checkOutcome(t, s, idemhttp.OutcomeReplayed, "g1", map[string]string{idemotel.EventStoreBegin: "record"})
+	checkOutcome(t, s, idemhttp.OutcomeReplayed, "g1", nil)
+	checkInProcess(t, s, "hit", false)
 	if got := s.events[idemotel.EventOutcome][idemotel.AttrGRPCCode].AsInt64(); got != 0 {
 		t.Errorf("grpc code attribute = %d, want 0", got)
 	}
@@ -285,5 +312,47 @@ func TestNoSpan(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// With the Guard's in-process answers off, replays and refusals reach the
+// wrapped store, whose events name them.
+func TestStoreEventsWithoutShortcuts(t *testing.T) {
+	t.Parallel()
+	tr, rec := tracer(t)
+	ms := memstore.New()
+	guard, err := idem.New(idemotel.WrapStore(ms), &idem.Config{ReplayCacheBytes: -1, DisableLocalInFlight: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func() {
+		ctx, span := tr.Start(context.Background(), "call")
+		defer span.End()
+		_, _, _ = guard.Do(ctx, idem.Request{Scope: "s", Key: "k"}, func(context.Context) (idem.Result, error) {
+			return idem.Result{Status: 201}, nil
+		})
+	}
+	last := func() spanView {
+		all := rec.Ended()
+		return view(all[len(all)-1])
+	}
+	do()
+	do()
+	if got := last().events[idemotel.EventStoreBegin][idemotel.AttrStoreResult].AsString(); got != "record" {
+		t.Errorf("replay: store begin result %q, want record", got)
+	}
+	_, held, err := ms.Begin(context.Background(), &idem.BeginParams{Scope: "s", Key: "held", Now: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback(context.Background())
+	ctx, span := tr.Start(context.Background(), "call")
+	_, _, err = guard.Do(ctx, idem.Request{Scope: "s", Key: "held"}, func(context.Context) (idem.Result, error) { return idem.Result{}, nil })
+	span.End()
+	if !errors.Is(err, idem.ErrInFlight) {
+		t.Fatalf("held key: %v, want ErrInFlight", err)
+	}
+	if got := last().events[idemotel.EventStoreBegin][idemotel.AttrStoreResult].AsString(); got != "in_flight" {
+		t.Errorf("held key: store begin result %q, want in_flight", got)
 	}
 }

@@ -46,6 +46,16 @@ type Config struct {
 	// Now returns the current time, which decides expiry. Tests inject a
 	// clock here. Defaults to time.Now.
 	Now func() time.Time
+
+	// ReplayCacheBytes and DisableLocalInFlight are those of the
+	// idem.Config of the inbox's Guard: a redelivery of an id this inbox
+	// recently settled is answered Duplicate from memory, and a delivery of
+	// an id it is processing is turned back at once, without a store call
+	// (docs/DESIGN.md#in-process). The conformance suite turns both off, so
+	// that every delivery reaches the store. Default to the Guard's
+	// defaults (on).
+	ReplayCacheBytes     int64
+	DisableLocalInFlight bool
 }
 
 // Defaults of Config.

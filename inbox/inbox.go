@@ -31,7 +31,7 @@ func New(store idem.Store, cfg *Config) (*Inbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := idem.New(store, &idem.Config{TTL: c.TTL, Now: c.Now})
+	g, err := idem.New(store, &idem.Config{TTL: c.TTL, Now: c.Now, ReplayCacheBytes: c.ReplayCacheBytes, DisableLocalInFlight: c.DisableLocalInFlight})
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,8 @@ func BenchmarkReplay(b *testing.B)        { pgstoretest.BenchmarkReplay(b, drive
 func BenchmarkStorm(b *testing.B)         { pgstoretest.BenchmarkStorm(b, driver{}) }
 func BenchmarkSweep(b *testing.B)         { pgstoretest.BenchmarkSweep(b, driver{}) }
 func BenchmarkTransferRatio(b *testing.B) { pgstoretest.BenchmarkTransferRatio(b, driver{}) }
+func BenchmarkCost(b *testing.B)          { pgstoretest.BenchmarkCost(b, driver{}) }
+func BenchmarkRecords(b *testing.B)       { pgstoretest.BenchmarkRecords(b, driver{}) }
 
 // driver runs the shared tests on pgstore, over pgxpool.
 type driver struct{}

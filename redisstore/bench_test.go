@@ -53,11 +53,17 @@ func emptyWork(context.Context, *idem.Run) (idem.Result, error) {
 //
 //	go test -run '^$' -bench LeasedRedisVsPostgres -benchtime 20x -count 3 ./redisstore/
 func BenchmarkLeasedRedisVsPostgres(b *testing.B) {
+	leasedRedisVsPostgres(b, benchRedis)
+}
+
+// leasedRedisVsPostgres is BenchmarkLeasedRedisVsPostgres on the Redis
+// store newRedis returns.
+func leasedRedisVsPostgres(b *testing.B, newRedis func(*testing.B) *redisstore.Store) {
 	const perRound = 100
 	for _, callers := range []int{1, 8} {
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
 			ctx := context.Background()
-			stores := map[string]idem.LeasedStore{"redis": benchRedis(b), "postgres": benchPostgres(b)}
+			stores := map[string]idem.LeasedStore{"redis": newRedis(b), "postgres": benchPostgres(b)}
 			var seq int
 			var mu sync.Mutex
 			next := func() string {

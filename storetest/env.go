@@ -39,7 +39,8 @@ func (e *env) open(t testing.TB) {
 	if err != nil {
 		t.Fatalf("Open(%q): %v", e.location, err)
 	}
-	g, err := idem.New(s, &idem.Config{TTL: testTTL, Now: e.clock.Now})
+	// The Guard's in-process shortcuts off: every call reaches the store.
+	g, err := idem.New(s, &idem.Config{TTL: testTTL, Now: e.clock.Now, ReplayCacheBytes: -1, DisableLocalInFlight: true})
 	if err != nil {
 		t.Fatal(err)
 	}

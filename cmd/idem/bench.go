@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 
@@ -18,15 +20,21 @@ type benchCommand struct {
 
 func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	db := fs.String("db", "", "SQLite file path, or a postgres:// URL (the run works in a fresh schema and drops it); empty for a fresh SQLite file in a temporary directory")
+	var dbs []string
+	fs.Func("db", "a SQLite file path, \"sqlite\" for a fresh SQLite file in a temporary directory, or a postgres:// URL (the run works in a fresh schema and drops it); repeat it to measure several databases in one run, side by side (default sqlite)", func(v string) error {
+		dbs = append(dbs, v)
+		return nil
+	})
 	duration := fs.Duration("duration", bench.DefaultDuration, "measured time of each variant at each concurrency level")
 	levels := fs.String("concurrency", "1,8,32", "comma-separated numbers of concurrent clients of the overhead and replay scenarios")
 	storms := fs.Int("storms", bench.DefaultStorms, "duplicate storms of 100 requests with one key (and as many storms of reads)")
 	probe := fs.Bool("replay-probe", false, "on PostgreSQL, turn on pgstore's ReplayProbe (replays and 409s in one round trip)")
+	probeConns := fs.Int("probe-conns", 0, "on PostgreSQL, pgstore's ProbeConns: connections reserved for replays and refusals when the pool is exhausted (negative: none; 0: the store's default, 2)")
 	pool := fs.Int("pool", defaultPool, "on PostgreSQL, the pool size both services share (pool_max_conns), as idem serve -pool")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	verbose := fs.Bool("v", false, "show the services' logs")
-	if err := c.parse(fs, args, "bench [-db <sqlite-path | postgres://…>] [--json] [-duration 3s] [-concurrency 1,8,32] [-storms 20] [-pool 16] [-replay-probe]"); err != nil {
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (clients and servers) to this file, for go tool pprof")
+	if err := c.parse(fs, args, "bench [-db <sqlite | sqlite-path | postgres://…>]… [--json] [-duration 3s] [-concurrency 1,8,32] [-storms 20] [-pool 16] [-replay-probe] [-probe-conns 2] [-cpuprofile file]"); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -42,34 +50,78 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	if *duration <= 0 || *storms <= 0 || *pool <= 0 {
 		return usageError{"bench: -duration, -storms and -pool must be positive"}
 	}
-	cfg := &bench.Config{DB: *db, Duration: *duration, Concurrency: conc, Storms: *storms, ReplayProbe: *probe, Pool: *pool, Progress: c.Stderr}
-	if *verbose {
-		cfg.ServerLog = c.Stderr
+	if len(dbs) == 0 {
+		dbs = []string{"sqlite"}
 	}
-	fmt.Fprintf(c.Stderr, "idem bench: overhead and replay at %v clients, %s per variant and level, then %d duplicate storms\n",
-		conc, *duration, *storms)
-	rep, err := bench.Run(ctx, cfg)
-	if rep == nil {
-		return err
+	fmt.Fprintf(c.Stderr, "idem bench: overhead, replays and duplicate storms at %v clients, %s per variant and level, %d storms per scenario, on %d database(s)\n",
+		conc, *duration, *storms, len(dbs))
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var (
+		reps   []*bench.Report
+		broken error
+	)
+	for _, db := range dbs {
+		if db == "sqlite" {
+			db = ""
+		}
+		cfg := &bench.Config{DB: db, Duration: *duration, Concurrency: conc, Storms: *storms, ReplayProbe: *probe, ProbeConns: *probeConns, Pool: *pool, Progress: c.Stderr}
+		if *verbose {
+			cfg.ServerLog = c.Stderr
+		}
+		rep, err := bench.Run(ctx, cfg)
+		if rep == nil {
+			return err
+		}
+		if errors.Is(err, bench.ErrInvariant) {
+			broken = errors.Join(broken, err)
+		} else if err != nil {
+			return err
+		}
+		reps = append(reps, rep)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(c.Stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)
-		if err := enc.Encode(rep); err != nil {
+		// One database: its report; several: {"reports": [...]}.
+		var v any = reps[0]
+		if len(reps) > 1 {
+			v = struct {
+				Reports []*bench.Report `json:"reports"`
+			}{reps}
+		}
+		if err := enc.Encode(v); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprintln(c.Stdout)
-		if err := bench.WriteTable(c.Stdout, rep); err != nil {
-			return err
+		for _, rep := range reps {
+			fmt.Fprintln(c.Stdout)
+			if err := bench.WriteTable(c.Stdout, rep); err != nil {
+				return err
+			}
+		}
+		if len(reps) > 1 {
+			fmt.Fprintln(c.Stdout, "\nside by side:")
+			if err := bench.WriteSummary(c.Stdout, reps); err != nil {
+				return err
+			}
 		}
 		fmt.Fprintln(c.Stdout, "\nA missed bar is a measurement, not a failure; a broken invariant (a storm with other than one effect) fails the command.")
 	}
-	if errors.Is(err, bench.ErrInvariant) {
-		return fmt.Errorf("bench: %w", err)
+	if broken != nil {
+		return fmt.Errorf("bench: %w", broken)
 	}
-	return err
+	return nil
 }
 
 // parseLevels parses "1,8,32".

@@ -130,15 +130,22 @@ func TestServeExportsTracesOverOTLP(t *testing.T) {
 	}
 	col.mu.Lock()
 	defer col.mu.Unlock()
-	var storeEvents int
+	var storeEvents, cacheHits int
 	for _, s := range col.spans {
 		for _, e := range s.Events {
 			if strings.HasPrefix(e.Name, "idem.store.") {
 				storeEvents++
 			}
+			for _, a := range e.Attributes {
+				if a.Key == "idem.replay_cache" && a.Value.GetStringValue() == "hit" {
+					cacheHits++
+				}
+			}
 		}
 	}
-	if storeEvents < 4 { // begin+commit, begin, begin
-		t.Fatalf("%d store events exported, want at least 4", storeEvents)
+	// The execution's begin and commit; the replay and the mismatch are
+	// answered from the Guard's memory (docs/DESIGN.md#in-process).
+	if storeEvents != 2 || cacheHits != 2 {
+		t.Fatalf("%d store events and %d replay-cache hits exported, want 2 (begin, commit) and 2 (replay, mismatch)", storeEvents, cacheHits)
 	}
 }

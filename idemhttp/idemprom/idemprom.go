@@ -6,14 +6,23 @@
 //	...
 //	mw, err := idemhttp.New(guard, &idemhttp.Config{Observer: obs})
 //
-// Two metrics are registered, both labelled by outcome only (never by route
-// or key, which would make the number of series unbounded):
+// Two metrics are labelled by outcome only (never by route or key, which
+// would make the number of series unbounded):
 //
 //   - idem_http_requests_total: a counter of protected requests;
 //   - idem_http_request_duration_seconds: a histogram of their latency, from
 //     arrival in the middleware to the answer.
 //
-// Every outcome's series exists from the start, at zero.
+// Every outcome's series exists from the start, at zero. Three counters,
+// without labels, say what the Guard answered without a store call
+// (docs/DESIGN.md#in-process):
+//
+//   - idem_http_replay_cache_hits_total: requests answered from the
+//     Guard's replay cache (a replay, or a mismatch);
+//   - idem_http_replay_cache_misses_total: requests that looked there and
+//     went on to the store;
+//   - idem_http_in_flight_local_total: duplicates refused in flight
+//     because this process was running their key.
 package idemprom
 
 import (
@@ -21,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -44,6 +54,8 @@ type Config struct {
 type Observer struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+
+	cacheHits, cacheMisses, localInFlight prometheus.Counter
 }
 
 var _ idemhttp.Observer = (*Observer)(nil)
@@ -81,17 +93,27 @@ func New(reg prometheus.Registerer, cfg *Config) (*Observer, error) {
 			ConstLabels: c.ConstLabels,
 		}, []string{"outcome"}),
 	}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: c.Namespace, Subsystem: "http", Name: name, Help: help, ConstLabels: c.ConstLabels,
+		})
+	}
+	o.cacheHits = counter("replay_cache_hits_total", "Protected requests the Guard answered from its replay cache, without a store call.")
+	o.cacheMisses = counter("replay_cache_misses_total", "Protected requests the Guard looked up in its replay cache and sent on to the store.")
+	o.localInFlight = counter("in_flight_local_total", "Duplicates refused in flight because this process was running their key, without a store call.")
 	for _, out := range idemhttp.Outcomes() {
 		o.requests.WithLabelValues(string(out))
 		o.duration.WithLabelValues(string(out))
 	}
 	if reg != nil {
-		if err := reg.Register(o.requests); err != nil {
-			return nil, fmt.Errorf("idemprom: register requests_total: %w", err)
-		}
-		if err := reg.Register(o.duration); err != nil {
-			reg.Unregister(o.requests)
-			return nil, fmt.Errorf("idemprom: register request_duration_seconds: %w", err)
+		cs := o.Collectors()
+		for i, col := range cs {
+			if err := reg.Register(col); err != nil {
+				for _, done := range cs[:i] {
+					reg.Unregister(done)
+				}
+				return nil, fmt.Errorf("idemprom: register: %w", err)
+			}
 		}
 	}
 	return o, nil
@@ -114,10 +136,19 @@ func (o *Observer) Observe(_ context.Context, e idemhttp.Event) {
 	label := string(e.Outcome)
 	o.requests.WithLabelValues(label).Inc()
 	o.duration.WithLabelValues(label).Observe(e.Duration.Seconds())
+	switch e.ReplayCache {
+	case idem.CacheHit:
+		o.cacheHits.Inc()
+	case idem.CacheMiss:
+		o.cacheMisses.Inc()
+	}
+	if e.LocalInFlight {
+		o.localInFlight.Inc()
+	}
 }
 
 // Collectors returns the Observer's metrics, for registering them
 // elsewhere when New was given a nil Registerer.
 func (o *Observer) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{o.requests, o.duration}
+	return []prometheus.Collector{o.requests, o.duration, o.cacheHits, o.cacheMisses, o.localInFlight}
 }

@@ -120,3 +120,35 @@ func TestConfigValidation(t *testing.T) {
 		t.Errorf("another namespace: got %v", err)
 	}
 }
+
+func TestGuardShortcutCounters(t *testing.T) {
+	t.Parallel()
+	reg, h := setup(t)
+	post(h, "k", "a") // executed: a miss
+	post(h, "k", "a") // replayed from the cache: a hit
+	post(h, "k", "b") // mismatch from the cache: a hit
+	post(h, "", "a")  // missing key: never reaches the Guard
+	want := `
+# HELP idem_http_replay_cache_hits_total Protected requests the Guard answered from its replay cache, without a store call.
+# TYPE idem_http_replay_cache_hits_total counter
+idem_http_replay_cache_hits_total 2
+# HELP idem_http_replay_cache_misses_total Protected requests the Guard looked up in its replay cache and sent on to the store.
+# TYPE idem_http_replay_cache_misses_total counter
+idem_http_replay_cache_misses_total 1
+# HELP idem_http_in_flight_local_total Duplicates refused in flight because this process was running their key, without a store call.
+# TYPE idem_http_in_flight_local_total counter
+idem_http_in_flight_local_total 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"idem_http_replay_cache_hits_total", "idem_http_replay_cache_misses_total", "idem_http_in_flight_local_total"); err != nil {
+		t.Error(err)
+	}
+	obs, err := idemprom.New(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs.Observe(t.Context(), idemhttp.Event{Outcome: idemhttp.OutcomeInFlight, LocalInFlight: true, ReplayCache: idem.CacheMiss})
+	if got := testutil.ToFloat64(obs.Collectors()[4]); got != 1 {
+		t.Errorf("in_flight_local_total after a local refusal = %g, want 1", got)
+	}
+}

@@ -57,6 +57,8 @@ func (e *env) inbox(t testing.TB, name string, cfg *inbox.Config) *inbox.Inbox {
 		c = *cfg
 	}
 	c.Name = name
+	// Every delivery reaches the store: the Guard's in-process answers off.
+	c.ReplayCacheBytes, c.DisableLocalInFlight = -1, true
 	if c.Now == nil {
 		c.Now = e.clock.Now
 	}

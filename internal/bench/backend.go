@@ -27,6 +27,12 @@ type backend struct {
 	store  idem.Store
 	ledger *transfers.Database
 
+	// second opens a second store and ledger on the same database, with
+	// a pool of its own, as a second server instance would; nil where a
+	// second instance cannot share the database (SQLite: one process per
+	// file). The backend's close closes it.
+	second func(ctx context.Context) (idem.Store, *transfers.Database, error)
+
 	// transfers counts the rows of the ledger's transfers table.
 	transfers func(ctx context.Context) (int64, error)
 	// close closes the store and removes what open created.
@@ -38,9 +44,9 @@ func IsPostgres(db string) bool {
 	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
-func open(ctx context.Context, db string, probe bool, pool int) (*backend, error) {
+func open(ctx context.Context, db string, probe bool, pool, probeConns int) (*backend, error) {
 	if IsPostgres(db) {
-		return openPostgres(ctx, db, probe, pool)
+		return openPostgres(ctx, db, probe, pool, probeConns)
 	}
 	return openSQLite(ctx, db)
 }
@@ -83,7 +89,7 @@ func openSQLite(ctx context.Context, path string) (*backend, error) {
 // openPostgres creates a fresh schema in the database at dsn, opens a
 // store whose connections and records work in it, and drops the schema on
 // close. A positive pool sets the pool's size.
-func openPostgres(ctx context.Context, dsn string, probe bool, pool int) (*backend, error) {
+func openPostgres(ctx context.Context, dsn string, probe bool, pool, probeConns int) (*backend, error) {
 	schema, scoped, err := freshSchema(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("bench: create a schema in %s: %w", redact(dsn), err)
@@ -102,12 +108,21 @@ func openPostgres(ctx context.Context, dsn string, probe bool, pool int) (*backe
 		_, err = conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 		return err
 	}
-	s, err := pgstore.Open(ctx, scoped, &pgstore.Config{Schema: schema, ReplayProbe: probe})
+	s, err := pgstore.Open(ctx, scoped, &pgstore.Config{Schema: schema, ReplayProbe: probe, ProbeConns: probeConns})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("bench: open %s: %w", redact(dsn), err), drop(context.WithoutCancel(ctx)))
 	}
 	table := pgx.Identifier{schema, "transfers"}.Sanitize()
+	var others []*pgstore.Store
 	return &backend{
+		second: func(ctx context.Context) (idem.Store, *transfers.Database, error) {
+			s2, err := pgstore.Open(ctx, scoped, &pgstore.Config{Schema: schema, ReplayProbe: probe, ProbeConns: probeConns, SkipMigrate: true})
+			if err != nil {
+				return nil, nil, fmt.Errorf("bench: open a second instance: %w", err)
+			}
+			others = append(others, s2)
+			return s2, transfers.Postgres(s2), nil
+		},
 		kind:   "postgres",
 		probe:  probe,
 		desc:   redact(dsn) + " (schema " + schema + ", dropped at the end)",
@@ -119,6 +134,9 @@ func openPostgres(ctx context.Context, dsn string, probe bool, pool int) (*backe
 			return n, err
 		},
 		close: func(ctx context.Context) error {
+			for _, o := range others {
+				o.Close()
+			}
 			s.Close()
 			return drop(ctx)
 		},

@@ -57,6 +57,10 @@ type Config struct {
 	// default, the larger of 4 and the number of CPUs.
 	Pool int
 
+	// ProbeConns sets pgstore.Config.ProbeConns on PostgreSQL (negative:
+	// none). Ignored on SQLite. Defaults to 0, the store's default.
+	ProbeConns int
+
 	// Progress, when set, receives a line as each measurement ends.
 	// Defaults to none.
 	Progress io.Writer
@@ -136,7 +140,7 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 		return nil, err
 	}
 	started := time.Now()
-	b, err := open(ctx, c.DB, c.ReplayProbe, c.Pool)
+	b, err := open(ctx, c.DB, c.ReplayProbe, c.Pool, c.ProbeConns)
 	if err != nil {
 		return nil, err
 	}
@@ -174,6 +178,9 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 	if err := r.audit(ctx, rep); err != nil {
 		return nil, err
 	}
+	gs := r.guard.Stats()
+	rep.Guard = GuardCounters{ReplayCacheHits: gs.ReplayCacheHits, ReplayCacheMisses: gs.ReplayCacheMisses,
+		ReplayCacheBytes: gs.ReplayCacheBytes, LocalInFlight: gs.LocalInFlight}
 	rep.Elapsed = time.Since(started).Round(time.Millisecond).String()
 	rep.Problems = r.problemList()
 	if len(rep.Problems) > 0 {
@@ -185,10 +192,17 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 // runner holds what the scenarios share: the two services on one backend,
 // the HTTP client and the counters of the audit.
 type runner struct {
-	cfg     Config
-	b       *backend
-	idem    *httptest.Server // the transfers service with idem
-	plain   *httptest.Server // the same service with a nil Guard
+	cfg   Config
+	b     *backend
+	idem  *httptest.Server // the transfers service with idem
+	plain *httptest.Server // the same service with a nil Guard
+	// storeOnly is the service with a Guard whose in-process shortcuts
+	// are off, on the same store: every call reaches the store.
+	storeOnly *httptest.Server
+	// idem2 is a second instance of the idem service, with a store, pool
+	// and Guard of its own, on the same database; nil on SQLite.
+	idem2   *httptest.Server
+	guard   *idem.Guard
 	tr      *http.Transport
 	client  *client
 	runID   string
@@ -201,11 +215,13 @@ type runner struct {
 }
 
 func newRunner(ctx context.Context, c Config, b *backend) (*runner, error) {
-	logw := c.ServerLog
-	if logw == nil {
-		logw = io.Discard
+	// Without ServerLog, a handler that is never enabled: the services
+	// do not format lines nobody reads (idemhttp logs every replay and
+	// refusal at Info).
+	log := slog.New(slog.DiscardHandler)
+	if c.ServerLog != nil {
+		log = slog.New(slog.NewTextHandler(c.ServerLog, nil))
 	}
-	log := slog.New(slog.NewTextHandler(logw, nil))
 	g, err := idem.New(b.store, nil)
 	if err != nil {
 		return nil, err
@@ -218,6 +234,28 @@ func newRunner(ctx context.Context, c Config, b *backend) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	gStore, err := idem.New(b.store, &idem.Config{ReplayCacheBytes: -1, DisableLocalInFlight: true})
+	if err != nil {
+		return nil, err
+	}
+	storeOnly, err := transfers.New(ctx, b.ledger, &transfers.Config{Guard: gStore, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	var second http.Handler
+	if b.second != nil {
+		s2, ledger2, err := b.second(ctx)
+		if err != nil {
+			return nil, err
+		}
+		g2, err := idem.New(s2, nil)
+		if err != nil {
+			return nil, err
+		}
+		if second, err = transfers.New(ctx, ledger2, &transfers.Config{Guard: g2, Logger: log}); err != nil {
+			return nil, err
+		}
+	}
 	// Enough idle connections that a storm never opens new ones, on
 	// either server.
 	idle := max(c.StormSize, slices.Max(c.Concurrency)) + 16
@@ -228,13 +266,18 @@ func newRunner(ctx context.Context, c Config, b *backend) (*runner, error) {
 		DisableCompression:  true,
 	}
 	r := &runner{
-		cfg:    c,
-		b:      b,
-		idem:   httptest.NewServer(withIdem),
-		plain:  httptest.NewServer(plain),
-		tr:     tr,
-		client: &client{hc: &http.Client{Transport: tr, Timeout: time.Minute}, token: "bench"},
-		runID:  strconv.FormatInt(time.Now().UnixNano(), 36),
+		cfg:       c,
+		b:         b,
+		idem:      httptest.NewServer(withIdem),
+		plain:     httptest.NewServer(plain),
+		storeOnly: httptest.NewServer(storeOnly),
+		guard:     g,
+		tr:        tr,
+		client:    &client{hc: &http.Client{Transport: tr, Timeout: time.Minute}, token: "bench"},
+		runID:     strconv.FormatInt(time.Now().UnixNano(), 36),
+	}
+	if second != nil {
+		r.idem2 = httptest.NewServer(second)
 	}
 	return r, nil
 }
@@ -243,6 +286,10 @@ func (r *runner) stop() {
 	r.tr.CloseIdleConnections()
 	r.idem.Close()
 	r.plain.Close()
+	r.storeOnly.Close()
+	if r.idem2 != nil {
+		r.idem2.Close()
+	}
 }
 
 func (r *runner) progress(format string, args ...any) {

@@ -34,9 +34,12 @@ func testRunPostgres(t *testing.T, probe bool) {
 	}
 	checkReport(t, rep, cfg)
 	for _, c := range rep.Overhead {
-		if !c.Bar.Applies {
-			t.Errorf("overhead c=%d: the PostgreSQL bar does not apply on PostgreSQL", c.Concurrency)
+		if got, want := c.Bar.Applies, c.Concurrency >= 8; got != want {
+			t.Errorf("overhead c=%d: the PostgreSQL bar applies=%v, want %v (it is set at 8 and 32 clients)", c.Concurrency, got, want)
 		}
+	}
+	if rep.StormTwo == nil {
+		t.Error("no storm over two instances on PostgreSQL")
 	}
 
 	// The schema named in the report is gone.

@@ -17,7 +17,7 @@ func tiny(db string) *Config {
 		DB:          db,
 		Duration:    80 * time.Millisecond,
 		Rounds:      2,
-		Concurrency: []int{1, 4},
+		Concurrency: []int{1, 8},
 		Storms:      3,
 	}
 }
@@ -33,7 +33,7 @@ func checkReport(t *testing.T, rep *Report, cfg *Config) {
 	if rep.Backend == "" || rep.Database == "" || rep.PoolSize <= 0 || rep.Machine.CPUs <= 0 || rep.Elapsed == "" {
 		t.Errorf("report header not filled: %+v", rep)
 	}
-	for _, group := range [][]Comparison{rep.Overhead, rep.Replay} {
+	for _, group := range [][]Comparison{rep.Overhead, rep.Replay, rep.ReplayStore} {
 		if got, want := len(group), len(cfg.Concurrency); got != want {
 			t.Fatalf("got %d comparisons, want %d", got, want)
 		}
@@ -54,44 +54,26 @@ func checkReport(t *testing.T, rep *Report, cfg *Config) {
 			}
 		}
 	}
-	for _, c := range rep.Replay {
+	for _, c := range append(rep.Replay, rep.ReplayStore...) {
 		if got := c.Subject.Statuses["201 replayed"]; got != c.Subject.Requests {
-			t.Errorf("replay c=%d: %d replays of %d requests", c.Concurrency, got, c.Subject.Requests)
+			t.Errorf("%s c=%d: %d replays of %d requests", c.Scenario, c.Concurrency, got, c.Subject.Requests)
 		}
 	}
+	// The replays of the first scenario come from the Guard's cache.
+	if rep.Guard.ReplayCacheHits == 0 || rep.Guard.ReplayCacheMisses == 0 {
+		t.Errorf("Guard counters = %+v, want cache hits and misses", rep.Guard)
+	}
 
-	st := rep.Storm
-	if st.Storms != cfg.Storms || st.Size != DefaultStormSize {
-		t.Errorf("storm: %d storms of %d, want %d of %d", st.Storms, st.Size, cfg.Storms, DefaultStormSize)
-	}
-	if got, want := st.Effects, int64(cfg.Storms); got != want {
-		t.Errorf("storm: %d effects, want exactly one per storm: %d", got, want)
-	}
-	if got, want := st.Executed, cfg.Storms; got != want {
-		t.Errorf("storm: %d executions, want %d", got, want)
-	}
-	if st.Other != 0 {
-		t.Errorf("storm: %d answers neither 409 nor a replay", st.Other)
-	}
-	if got, want := st.InFlight+st.Replayed, cfg.Storms*(DefaultStormSize-1); got != want {
-		t.Errorf("storm: %d answers 409 or replayed, want %d", got, want)
-	}
-	if got, want := st.Answers.Requests, cfg.Storms*(DefaultStormSize-1); got != want {
-		t.Errorf("storm: %d answers sampled, want %d", got, want)
-	}
-	if got, want := st.Reads.Requests, cfg.Storms*DefaultStormSize; got != want {
-		t.Errorf("storm: %d reads, want %d", got, want)
-	}
-	if st.Answers.P99Ms <= 0 || st.Reads.P99Ms <= 0 || st.Ratio <= 0 || st.MedianPairRatio <= 0 {
-		t.Errorf("storm: percentiles not filled: %+v", st)
+	created := checkStorm(t, "storm", rep.Storm, cfg, 1) + checkStorm(t, "storm-store", rep.StormStore, cfg, 1)
+	if rep.StormTwo != nil {
+		created += checkStorm(t, "storm-two", *rep.StormTwo, cfg, 2)
 	}
 
 	// Every 201 that was not a replay is one row, and no other row exists.
-	var created int64 = int64(st.Executed)
 	for _, c := range rep.Overhead {
 		created += int64(c.Base.Requests + c.Subject.Requests)
 	}
-	for _, c := range rep.Replay {
+	for _, c := range append(rep.Replay, rep.ReplayStore...) {
 		created += int64(c.Base.Requests)
 	}
 	if rep.Ledger.Transfers != rep.Ledger.Created {
@@ -104,6 +86,41 @@ func checkReport(t *testing.T, rep *Report, cfg *Config) {
 	if !rep.Ledger.Conserved {
 		t.Error("ledger: money not conserved")
 	}
+}
+
+// checkStorm asserts a storm scenario's invariants and returns its
+// executions.
+func checkStorm(t *testing.T, name string, st Storm, cfg *Config, instances int) int64 {
+	t.Helper()
+	if st.Instances != instances {
+		t.Errorf("%s: over %d instances, want %d", name, st.Instances, instances)
+	}
+	if st.Storms != cfg.Storms || st.Size != DefaultStormSize {
+		t.Errorf(name+": %d storms of %d, want %d of %d", st.Storms, st.Size, cfg.Storms, DefaultStormSize)
+	}
+	if got, want := st.Effects, int64(cfg.Storms); got != want {
+		t.Errorf(name+": %d effects, want exactly one per storm: %d", got, want)
+	}
+	if got, want := st.Executed, cfg.Storms; got != want {
+		t.Errorf(name+": %d executions, want %d", got, want)
+	}
+	if st.Other != 0 {
+		t.Errorf(name+": %d answers neither 409 nor a replay", st.Other)
+	}
+	if got, want := st.InFlight+st.Replayed, cfg.Storms*(DefaultStormSize-1); got != want {
+		t.Errorf(name+": %d answers 409 or replayed, want %d", got, want)
+	}
+	if got, want := st.Answers.Requests, cfg.Storms*(DefaultStormSize-1); got != want {
+		t.Errorf(name+": %d answers sampled, want %d", got, want)
+	}
+	if got, want := st.Reads.Requests, cfg.Storms*DefaultStormSize; got != want {
+		t.Errorf(name+": %d reads, want %d", got, want)
+	}
+	if st.Answers.P99Ms <= 0 || st.Reads.P99Ms <= 0 || st.Ratio <= 0 || st.MedianPairRatio <= 0 {
+		t.Errorf(name+": percentiles not filled: %+v", st)
+	}
+
+	return int64(st.Executed)
 }
 
 func TestRunSQLite(t *testing.T) {
@@ -124,6 +141,9 @@ func TestRunSQLite(t *testing.T) {
 			t.Errorf("overhead c=%d: the PostgreSQL bar applies on SQLite", c.Concurrency)
 		}
 	}
+	if rep.StormTwo != nil || !strings.Contains(rep.StormTwoNote, "n/a") {
+		t.Errorf("storm over two instances on SQLite: %+v %q, want none and a note", rep.StormTwo, rep.StormTwoNote)
+	}
 	if !strings.Contains(progress.String(), "storm:") {
 		t.Errorf("progress has no storm line:\n%s", progress.String())
 	}
@@ -133,7 +153,7 @@ func TestRunSQLite(t *testing.T) {
 		if err := WriteTable(&buf, rep); err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"overhead", "replay", "storm", "409 or replay", "ledger:", "money conserved"} {
+		for _, want := range []string{"overhead", "replay", "replay-store", "storm", "storm-store", "storm-two: n/a", "409 or replay", "guard:", "ledger:", "money conserved"} {
 			if !strings.Contains(buf.String(), want) {
 				t.Errorf("table lacks %q:\n%s", want, buf.String())
 			}

@@ -16,9 +16,23 @@ type Report struct {
 	Started     string       `json:"started"`
 	Elapsed     string       `json:"elapsed"`
 	Overhead    []Comparison `json:"overhead"`
+	// Replay compares replays, answered from the Guard's replay cache,
+	// with first executions; ReplayStore the same replays through a
+	// Guard with its in-process shortcuts off, answered by the store.
 	Replay      []Comparison `json:"replay"`
-	Storm       Storm        `json:"storm"`
-	Ledger      Ledger       `json:"ledger"`
+	ReplayStore []Comparison `json:"replay_store"`
+	// Storm is the duplicate storms through the service as it runs;
+	// StormStore through a Guard with its in-process shortcuts off;
+	// StormTwo split over two server instances on the database, each
+	// with a pool and a Guard of its own (nil where the database allows
+	// one process only: StormTwoNote says why).
+	Storm        Storm  `json:"storm"`
+	StormStore   Storm  `json:"storm_store"`
+	StormTwo     *Storm `json:"storm_two"`
+	StormTwoNote string `json:"storm_two_note,omitempty"`
+	// Guard is what the idem service's Guard counted over the run.
+	Guard  GuardCounters `json:"guard"`
+	Ledger Ledger        `json:"ledger"`
 
 	// Problems lists the broken invariants; empty when all held.
 	Problems []string `json:"problems"`
@@ -48,7 +62,7 @@ type Variant struct {
 // Comparison is one scenario at one concurrency level: a base variant, the
 // subject measured against it, and the ratio the bar judges.
 type Comparison struct {
-	Scenario    string  `json:"scenario"` // "overhead" or "replay"
+	Scenario    string  `json:"scenario"` // "overhead", "replay" or "replay-store"
 	Concurrency int     `json:"concurrency"`
 	Base        Variant `json:"base"`    // plain, or first executions
 	Subject     Variant `json:"subject"` // idem, or replays
@@ -58,8 +72,9 @@ type Comparison struct {
 
 // Storm is the duplicate-storm scenario.
 type Storm struct {
-	Storms int `json:"storms"`
-	Size   int `json:"size"` // concurrent requests per storm
+	Storms    int `json:"storms"`
+	Size      int `json:"size"`      // concurrent requests per storm
+	Instances int `json:"instances"` // server instances the storm is split over
 
 	// Answers are the storm requests other than the one that executed
 	// (409 or replay); Reads are all the requests of the read storms.
@@ -80,6 +95,14 @@ type Storm struct {
 	Replayed int   `json:"replayed"`  // answers 201 replayed
 	InFlight int   `json:"in_flight"` // answers 409
 	Other    int   `json:"other"`     // anything else
+}
+
+// GuardCounters are the Guard's in-process answers (idem.GuardStats).
+type GuardCounters struct {
+	ReplayCacheHits   uint64 `json:"replay_cache_hits"`
+	ReplayCacheMisses uint64 `json:"replay_cache_misses"`
+	ReplayCacheBytes  int64  `json:"replay_cache_bytes"`
+	LocalInFlight     uint64 `json:"in_flight_local"`
 }
 
 // Ledger is the audit at the end of the run.

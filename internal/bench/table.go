@@ -33,23 +33,43 @@ func WriteTable(w io.Writer, rep *Report) error {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n",
 			scenario, c, v.Name, v.Requests, v.Errors, r, fmtMs(v.P50Ms), fmtMs(v.P99Ms), tail)
 	}
-	for _, group := range [][]Comparison{rep.Overhead, rep.Replay} {
+	for _, group := range [][]Comparison{rep.Overhead, rep.Replay, rep.ReplayStore} {
 		for _, cmp := range group {
 			row(cmp.Scenario, cmp.Concurrency, cmp.Base, true, "\t\t")
 			row(cmp.Scenario, cmp.Concurrency, cmp.Subject, true,
 				fmt.Sprintf("%.2f× req/s\t%s\t%s", cmp.Ratio, cmp.Bar, cmp.Bar.Verdict()))
 		}
 	}
-	st := rep.Storm
-	row("storm", st.Size, st.Reads, false, "\t\t")
-	row("storm", st.Size, st.Answers, false, fmt.Sprintf("%.2f× p99\t%s\t%s", st.Ratio, st.Bar, st.Bar.Verdict()))
+	storms := []struct {
+		name string
+		st   *Storm
+	}{{"storm", &rep.Storm}, {"storm-store", &rep.StormStore}, {"storm-two", rep.StormTwo}}
+	for _, v := range storms {
+		if v.st == nil {
+			continue
+		}
+		st := v.st
+		row(v.name, st.Size, st.Reads, false, "\t\t")
+		row(v.name, st.Size, st.Answers, false, fmt.Sprintf("%.2f× p99\t%s\t%s", st.Ratio, st.Bar, st.Bar.Verdict()))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 
-	fmt.Fprintf(w, "\nstorm:  %d storms of %d requests with one key each: %d effects (want %d); the others answered %d × 409, %d × replay, %d × other;\n",
-		st.Storms, st.Size, st.Effects, st.Storms, st.InFlight, st.Replayed, st.Other)
-	fmt.Fprintf(w, "        median over storms of p99 answers ÷ p99 of the adjacent read storm: %.2f×\n", st.MedianPairRatio)
+	fmt.Fprintln(w)
+	for _, v := range storms {
+		if v.st == nil {
+			fmt.Fprintf(w, "%s: %s\n", v.name, rep.StormTwoNote)
+			continue
+		}
+		st := v.st
+		fmt.Fprintf(w, "%s: %d storms of %d requests with one key each, over %d instance(s): %d effects (want %d); the others answered %d × 409, %d × replay, %d × other;\n",
+			v.name, st.Storms, st.Size, st.Instances, st.Effects, st.Storms, st.InFlight, st.Replayed, st.Other)
+		fmt.Fprintf(w, "        median over storms of p99 answers ÷ p99 of the adjacent read storm: %.2f×\n", st.MedianPairRatio)
+	}
+	g := rep.Guard
+	fmt.Fprintf(w, "guard:  replay cache %d hits, %d misses (%d bytes held at the end); %d duplicates refused in process\n",
+		g.ReplayCacheHits, g.ReplayCacheMisses, g.ReplayCacheBytes, g.LocalInFlight)
 	conserved := "money conserved"
 	if !rep.Ledger.Conserved {
 		conserved = "MONEY NOT CONSERVED"
@@ -84,12 +104,19 @@ func errorStatuses(rep *Report) string {
 		add(fmt.Sprintf("overhead c=%d", c.Concurrency), c.Base, "201")
 		add(fmt.Sprintf("overhead c=%d", c.Concurrency), c.Subject, "201")
 	}
-	for _, c := range rep.Replay {
-		add(fmt.Sprintf("replay c=%d", c.Concurrency), c.Base, "201")
-		add(fmt.Sprintf("replay c=%d", c.Concurrency), c.Subject, "201 replayed")
+	for _, c := range append(slices.Clone(rep.Replay), rep.ReplayStore...) {
+		add(fmt.Sprintf("%s c=%d", c.Scenario, c.Concurrency), c.Base, "201")
+		add(fmt.Sprintf("%s c=%d", c.Scenario, c.Concurrency), c.Subject, "201 replayed")
 	}
-	add("storm", rep.Storm.Reads, "200")
-	add("storm", rep.Storm.Answers, "409", "201 replayed")
+	for _, v := range []struct {
+		name string
+		st   *Storm
+	}{{"storm", &rep.Storm}, {"storm-store", &rep.StormStore}, {"storm-two", rep.StormTwo}} {
+		if v.st != nil {
+			add(v.name, v.st.Reads, "200")
+			add(v.name, v.st.Answers, "409", "201 replayed")
+		}
+	}
 	return strings.Join(parts, "; ")
 }
 
@@ -104,4 +131,65 @@ func fmtMs(v float64) string {
 	default:
 		return fmt.Sprintf("%.2fms", v)
 	}
+}
+
+// WriteSummary writes the ratios of several runs (one per database) side
+// by side, each judged against its bar.
+func WriteSummary(w io.Writer, reps []*Report) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "scenario\tclients\tbar")
+	for _, rep := range reps {
+		fmt.Fprintf(tw, "\t%s", rep.Backend)
+	}
+	fmt.Fprintln(tw)
+	cell := func(ratio float64, b Bar, unit string) string {
+		return fmt.Sprintf("%.2f× %s %s", ratio, unit, b.Verdict())
+	}
+	type line struct {
+		scenario, clients, bar string
+		cells                  []string
+	}
+	var lines []line
+	find := func(scenario, clients, bar string) *line {
+		for i := range lines {
+			if lines[i].scenario == scenario && lines[i].clients == clients {
+				return &lines[i]
+			}
+		}
+		lines = append(lines, line{scenario, clients, bar, make([]string, len(reps))})
+		return &lines[len(lines)-1]
+	}
+	for i, rep := range reps {
+		for _, group := range [][]Comparison{rep.Overhead, rep.Replay, rep.ReplayStore} {
+			for _, c := range group {
+				find(c.Scenario, strconv.Itoa(c.Concurrency), c.Bar.String()).cells[i] = cell(c.Ratio, c.Bar, "req/s")
+			}
+		}
+		for _, v := range []struct {
+			name string
+			st   *Storm
+		}{{"storm", &rep.Storm}, {"storm-store", &rep.StormStore}, {"storm-two", rep.StormTwo}} {
+			l := find(v.name, "100", "≤ 1.5 (p99); one effect per key")
+			if v.st == nil {
+				l.cells[i] = "n/a"
+				continue
+			}
+			effects := "one effect per key"
+			if v.st.Effects != int64(v.st.Storms) || v.st.Executed != v.st.Storms {
+				effects = "EFFECTS WRONG"
+			}
+			l.cells[i] = cell(v.st.Ratio, v.st.Bar, "p99") + ", " + effects
+		}
+	}
+	for _, l := range lines {
+		fmt.Fprintf(tw, "%s\t%s\t%s", l.scenario, l.clients, l.bar)
+		for _, c := range l.cells {
+			if c == "" {
+				c = "-"
+			}
+			fmt.Fprintf(tw, "\t%s", c)
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
 }

@@ -289,9 +289,9 @@ func (cl *Cluster) ok(ctx context.Context) error {
 		}
 		c := s.Client()
 		info, err := c.ClusterInfo(ctx).Result()
-		var slots []redis.ClusterSlot
+		var shards []redis.ClusterShard
 		if err == nil {
-			slots, err = c.ClusterSlots(ctx).Result()
+			shards, err = c.ClusterShards(ctx).Result()
 		}
 		var repl string
 		if err == nil {
@@ -309,9 +309,17 @@ func (cl *Cluster) ok(ctx context.Context) error {
 		}
 		// A killed master stays in the slot map until the others mark
 		// it failed and its replica takes over.
-		for _, sl := range slots {
-			if len(sl.Nodes) == 0 || !running[sl.Nodes[0].Addr] {
-				return fmt.Errorf("%s: slots %d-%d are served by %v, not a running node", s.Addr(), sl.Start, sl.End, sl.Nodes)
+		for _, sh := range shards {
+			if len(sh.Slots) == 0 {
+				continue
+			}
+			served := false
+			for _, n := range sh.Nodes {
+				addr := n.IP + ":" + strconv.FormatInt(n.Port, 10)
+				served = served || (n.Role == "master" && n.Health == "online" && running[addr])
+			}
+			if !served {
+				return fmt.Errorf("%s: slots %v have no running master: %+v", s.Addr(), sh.Slots, sh.Nodes)
 			}
 		}
 	}

@@ -21,6 +21,8 @@ func BenchmarkReplay(b *testing.B)        { pgstoretest.BenchmarkReplay(b, drive
 func BenchmarkStorm(b *testing.B)         { pgstoretest.BenchmarkStorm(b, driver{}) }
 func BenchmarkSweep(b *testing.B)         { pgstoretest.BenchmarkSweep(b, driver{}) }
 func BenchmarkTransferRatio(b *testing.B) { pgstoretest.BenchmarkTransferRatio(b, driver{}) }
+func BenchmarkCost(b *testing.B)          { pgstoretest.BenchmarkCost(b, driver{}) }
+func BenchmarkRecords(b *testing.B)       { pgstoretest.BenchmarkRecords(b, driver{}) }
 
 // driver runs the shared tests on sqldb, through pgx's stdlib driver.
 type driver struct{}
@@ -97,12 +99,13 @@ func (driver) SetLockKey(s pgstoretest.Store, f func(scope, key string) int64) {
 	sqldb.SetLockKey(s.(*sqldb.Store), f)
 }
 
-// RoundTrips: each statement is a round trip of its own (BEGIN, the lock,
-// the SELECT, then the INSERT and COMMIT, or a ROLLBACK); with the probe,
-// one statement first, which alone answers a replay or a refusal.
+// RoundTrips: each statement is a round trip of its own: BEGIN, the begin
+// function (the lock and the read in one statement), then the INSERT and
+// COMMIT, or a ROLLBACK; with the probe, one statement first, which alone
+// answers a replay or a refusal.
 func (driver) RoundTrips(probe bool) pgstoretest.RoundTrips {
 	if probe {
-		return pgstoretest.RoundTrips{First: 6, Replay: 1, InFlight: 1}
+		return pgstoretest.RoundTrips{First: 5, Replay: 1, InFlight: 1}
 	}
-	return pgstoretest.RoundTrips{First: 5, Replay: 4, InFlight: 4}
+	return pgstoretest.RoundTrips{First: 4, Replay: 3, InFlight: 3}
 }

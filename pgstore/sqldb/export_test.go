@@ -18,3 +18,7 @@ func Querier(q interface {
 }) pgschema.Querier {
 	return querier{q}
 }
+
+// SetBeginFunc makes s claim keys with the begin function of migration 3
+// (on, the default) or with two statements (off).
+func SetBeginFunc(s *Store, on bool) { s.noBeginFunc.Store(!on) }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"time"
+	"sync/atomic"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/pgstore/internal/pgschema"
@@ -19,6 +19,9 @@ type Store struct {
 	sql   pgschema.Statements // built once from names
 
 	connCheck pgschema.ConnCheck
+	// noBeginFunc is set once the table turned out not to have the begin
+	// function of migration 3 (see claim).
+	noBeginFunc atomic.Bool
 
 	// lockKey is replaced by tests to force hash collisions.
 	lockKey func(scope, key string) int64
@@ -125,22 +128,19 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 		stop()
 		rollback(tx, cancel)
 	}
-	var (
-		locked  bool
-		txStart time.Time
-	)
-	if err := tx.QueryRowContext(ctx, lock, s.lockKey(p.Scope, p.Key)).Scan(&locked, new(string), &txStart); err != nil {
+	locked, txStart, rec, err := s.claim(ctx, tx, lock, p)
+	if pgschema.IsUndefinedFunction(err) && !s.noBeginFunc.Swap(true) {
+		// The table's migrations stopped before the begin function
+		// (SkipMigrate): from now on, two statements.
+		end()
+		return s.Begin(ctx, p)
+	}
+	if err != nil {
 		end()
 		if pgschema.IsMissingSetting(err) {
 			s.connCheck.Forget()
 		}
 		return nil, nil, unavailable("begin: lock", ctxCause(ctx, err))
-	}
-	// A statement of its own, after the lock: never fused with it.
-	rec, err := pgschema.ScanRecord(tx.QueryRowContext(ctx, s.sql.Select, p.Scope, p.Key), p.Scope, p.Key)
-	if err != nil {
-		end()
-		return nil, nil, unavailable("begin: read", ctxCause(ctx, err))
 	}
 	if rec, err := pgschema.Answer(rec, locked, p.Now); rec != nil || err != nil {
 		end()

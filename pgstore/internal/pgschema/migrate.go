@@ -60,6 +60,9 @@ CREATE TABLE ` + n.Steps + ` (
 	CONSTRAINT ` + n.StepsPKey + ` PRIMARY KEY (scope, key, name)
 )`
 	}},
+	// 3: the begin function, for the stores that cannot pipeline the lock
+	// and the read (begin_func.go).
+	{version: 3, sql: beginFuncSQL},
 }
 
 // LatestVersion is the version of the last migration: a table that has

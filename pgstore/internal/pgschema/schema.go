@@ -33,6 +33,9 @@ type Names struct {
 	PendingIdx string // "t_pending_idx": lease_until of pending records
 	Steps      string // "s"."t_steps": the recovery points
 	StepsPKey  string // "t_steps_pkey"
+
+	// BeginFunc is the function of migration 3, "s"."t_begin".
+	BeginFunc string
 }
 
 // NewNames quotes the identifiers of table in schema. Both must have
@@ -47,6 +50,7 @@ func NewNames(schema, table string) Names {
 		PendingIdx: Quote(table + "_pending_idx"),
 		Steps:      Quote(schema) + "." + Quote(table+"_steps"),
 		StepsPKey:  Quote(table + "_steps_pkey"),
+		BeginFunc:  Quote(schema) + "." + Quote(table+"_begin"),
 	}
 }
 
@@ -131,6 +135,10 @@ type Statements struct {
 	// lock (in flight); a free key without a live record must still go
 	// through Lock and then Select in a transaction.
 	Probe string
+
+	// beginCall and idleMs are BeginCall's statement and idle parameter
+	// (begin_func.go).
+	beginCall, idleMs string
 }
 
 // ConnectionCheckInterval is the client_connection_check_interval that
@@ -154,6 +162,8 @@ func NewStatements(n Names, idle time.Duration) Statements {
 		Probe: `SELECT l.locked, r.fingerprint, r.state, r.status, r.headers, r.body, r.created_at, r.expires_at
 FROM (SELECT pg_try_advisory_xact_lock($1) AS locked) AS l
 LEFT JOIN ` + n.Table + ` AS r ON r.scope = $2 AND r.key = $3`,
+		beginCall: `SELECT * FROM ` + n.BeginFunc + `($1, $2, $3, $4, $5)`,
+		idleMs:    idleMs(idle),
 	}
 }
 

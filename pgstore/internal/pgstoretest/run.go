@@ -88,9 +88,17 @@ func count(t testing.TB, e *Env, sql string, args ...any) int {
 	return n
 }
 
+// newGuard returns a Guard over s with the in-process shortcuts off (the
+// replay cache and the local in-flight refusal), so that every call
+// reaches the store these tests are about.
 func newGuard(t testing.TB, s idem.Store, cfg *idem.Config) *idem.Guard {
 	t.Helper()
-	g, err := idem.New(s, cfg)
+	var c idem.Config
+	if cfg != nil {
+		c = *cfg
+	}
+	c.ReplayCacheBytes, c.DisableLocalInFlight = -1, true
+	g, err := idem.New(s, &c)
 	if err != nil {
 		t.Fatal(err)
 	}
