@@ -40,8 +40,10 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("bench: unexpected argument %q (run \"idem bench -h\")", fs.Arg(0))}
 	}
-	if err := needSQL("bench", *db, "bench measures the transfers service, whose records and ledger are in SQL"); err != nil {
-		return err
+	for _, db := range dbs {
+		if err := needSQL("bench", db, "bench measures the transfers service, whose records and ledger are in SQL"); err != nil {
+			return err
+		}
 	}
 	conc, err := parseLevels(*levels)
 	if err != nil {
