@@ -275,9 +275,26 @@ func TestPayoutE2ECrashResumed(t *testing.T) {
 // PostgreSQL only: two processes on one database (a SQLite file takes one).
 func TestPayoutE2ESlowHolderFenced(t *testing.T) {
 	t.Parallel()
-	_, dsn := pgtest.Schema(t)
+	for _, onRedis := range []bool{false, true} {
+		name := "Postgres"
+		if onRedis {
+			name = "Redis+Postgres"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, dsn := pgtest.Schema(t)
+			db := []string{"-db", dsn}
+			if onRedis {
+				db = []string{"-db", redisDB(t), "-ledger", dsn}
+			}
+			slowHolderFenced(t, db)
+		})
+	}
+}
+
+func slowHolderFenced(t *testing.T, db []string) {
 	prov, url := fakeprovider.Start(t, nil)
-	a := startServe(t, "-db", dsn, "-provider", url, "-lease", "2s", "-complete-interval", "1h")
+	a := startServe(t, append(db, "-provider", url, "-lease", "2s", "-complete-interval", "1h")...)
 	if status, body := a.do(t, "PUT", "/accounts/alice", "", `{"balance":1000}`); status != 200 {
 		t.Fatalf("PUT /accounts/alice: %d %s", status, body)
 	}
@@ -293,7 +310,7 @@ func TestPayoutE2ESlowHolderFenced(t *testing.T) {
 		}
 	})
 
-	b := startServe(t, "-db", dsn, "-provider", url, "-lease", "2s", "-complete-interval", "500ms")
+	b := startServe(t, append(db, "-provider", url, "-lease", "2s", "-complete-interval", "500ms")...)
 	waitFor(t, "the second instance's completer finished the payout", func() bool {
 		l := b.payoutList(t)
 		return len(l) == 1 && l[0].State == "completed"
