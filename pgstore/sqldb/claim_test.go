@@ -107,17 +107,11 @@ FROM (SELECT pg_advisory_xact_lock_shared(`+itoa(gateKey)+`)) AS gate, LATERAL `
 			t.Errorf("begin function: locked=%v fingerprint=%v, want the lock and the holder's record", locked, fp)
 		}
 	})
-	t.Run("FusedStatementWouldMissIt", func(t *testing.T) {
-		// The mistake the function avoids, shown to be one: the same
-		// wait, then the lock and the read in one plain statement.
-		key := "k2"
-		locked, fp := claim(t, key, `SELECT pg_try_advisory_xact_lock($1), r.fingerprint
-FROM (SELECT pg_advisory_xact_lock_shared(`+itoa(gateKey)+`)) AS gate LEFT JOIN `+n.Table+` AS r ON r.scope = 's' AND r.key = $2`,
-			pgschema.LockKey(n.Table, "s", key), key)
-		if !locked || fp.Valid {
-			t.Errorf("fused statement: locked=%v fingerprint=%v; expected it to get the lock and miss the record", locked, fp)
-		}
-	})
+	// A plain statement that takes the lock and reads in one go would
+	// read with a snapshot taken before the wait, and miss the holder's
+	// record; whether PostgreSQL evaluates the gate before the try-lock
+	// is its planner's choice, so that contrast is not asserted here (it
+	// was flaky under load).
 }
 
 // Without the begin function (a table migrated before it, under
