@@ -275,6 +275,19 @@ func (s *Service) refund(ctx context.Context, q querier, id int64) error {
 // execution of this step: completePayout returns it and writes nothing.
 func (s *Service) completePayout(ctx context.Context, q querier, id int64, chargeID string) (Payout, error) {
 	p := Payout{ID: id, ProviderChargeID: chargeID}
+	// A charge that already pays another payout: the provider replayed an
+	// old charge for this payout's key, as it does when a client reuses a
+	// key after our record of it expired (the derived key is the same)
+	// while the provider still remembers it. Completing would show one
+	// charge for two debits; leave the payout pending, and so reported to
+	// a human by the completer, rather than record it paid.
+	var other int64
+	switch err := q.queryRow(ctx, `SELECT id FROM payouts WHERE provider_charge_id = $1 AND id <> $2`, chargeID, id).Scan(&other); {
+	case err == nil:
+		return Payout{}, fmt.Errorf("complete payout %d: the provider's charge %q already pays payout %d (the key reused after its record expired?); left pending for a human", id, chargeID, other)
+	case !errors.Is(err, errNoRows):
+		return Payout{}, fmt.Errorf("complete payout %d: %w", id, err)
+	}
 	var created int64
 	err := q.queryRow(ctx,
 		`UPDATE payouts SET state = $1, provider_charge_id = $2 WHERE id = $3 AND state = $4 RETURNING account, amount, created_at`,

@@ -147,3 +147,54 @@ func TestMigratePayoutOpKey(t *testing.T) {
 		})
 	}
 }
+
+// A provider that answers a new payout with a charge that already pays
+// another one (an old charge replayed for a key reused after its record
+// expired) does not complete it: it stays pending, for a human, and the
+// first payout keeps its charge.
+func TestCompleteRefusesAChargeOfAnotherPayout(t *testing.T) {
+	t.Parallel()
+	for name, db := range ledgers(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s, err := New(ctx, db, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.pool.exec(ctx, `INSERT INTO accounts (id, balance) VALUES ('alice', 1000)`); err != nil {
+				t.Fatal(err)
+			}
+			in := payoutRequest{Account: "alice", Amount: 100}
+			ids := make([]int64, 2)
+			for i, op := range []string{"op-1", "op-2"} {
+				tx, err := db.begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ids[i], err = s.debit(ctx, tx, in, op); err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 {
+					if _, err := s.completePayout(ctx, tx, ids[0], "ch_1"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := tx.commit(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tx, err := db.begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.rollback(ctx)
+			if _, err := s.completePayout(ctx, tx, ids[1], "ch_1"); err == nil {
+				t.Fatal("a second payout was completed with the first one's charge")
+			}
+			var state string
+			if err := tx.queryRow(ctx, `SELECT state FROM payouts WHERE id = $1`, ids[1]).Scan(&state); err != nil || state != PayoutPending {
+				t.Fatalf("second payout: %q (%v), want pending", state, err)
+			}
+		})
+	}
+}
