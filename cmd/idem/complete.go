@@ -31,7 +31,7 @@ type completeCommand struct {
 func (c *completeCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("complete", flag.ContinueOnError)
 	db := fs.String("db", defaultDB, "SQLite file path, or a postgres:// URL; or the redis:// URL of idem serve's payouts, with -ledger")
-	ledger := fs.String("ledger", "", "with a redis:// -db: the SQL database of the ledger (idem serve's -ledger)")
+	ledger := fs.String("ledger", "", "with a redis:// -db: the SQL database of the ledger (idem serve's -ledger); defaults to "+defaultDB)
 	lf := leasedFlags(fs)
 	ttl := fs.Duration("ttl", idem.DefaultTTL, "how long a finished payout's answer is kept and replayed")
 	if err := c.parse(fs, args, completeSynopsis); err != nil {

@@ -28,11 +28,9 @@ func TestRedisDBUsage(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"ServeWithoutLedger", []string{"serve", "-db", rdb, "-provider", "http://127.0.0.1:1"},
-			[]string{"leased-mode records only", "needs a SQL database", "atomic records of POST /transfers", "-ledger idem.db", "-ledger postgres://"}},
-		{"ServeTLSWithoutLedger", []string{"serve", "-db", "rediss://127.0.0.1:6379/0", "-provider", "http://127.0.0.1:1"},
-			[]string{"leased-mode records only", "-ledger"}},
-		{"ServeWithoutProvider", []string{"serve", "-db", rdb, "-ledger", file},
+		{"ServeWithoutProvider", []string{"serve", "-db", rdb},
+			[]string{"leased-mode records only", "no payouts without -provider", "transfers service needs SQL", "atomic records of POST /transfers", "postgres://"}},
+		{"ServeWithoutProviderWithLedger", []string{"serve", "-db", rdb, "-ledger", file},
 			[]string{"no payouts without -provider"}},
 		{"LedgerWithoutRedis", []string{"serve", "-db", file, "-ledger", file},
 			[]string{"-ledger applies only with a redis:// -db"}},
@@ -42,8 +40,6 @@ func TestRedisDBUsage(t *testing.T) {
 			[]string{"?prefix= is empty"}},
 		{"PasswordHidden", []string{"serve", "-db", "redis://user:secret@127.0.0.1:6379/0"},
 			[]string{"redis://user:xxxxx@127.0.0.1:6379/0"}},
-		{"CompleteWithoutLedger", []string{"complete", "-db", rdb, "-provider", "http://127.0.0.1:1"},
-			[]string{"leased-mode records only", "-ledger"}},
 		{"Sweep", []string{"sweep", "-db", rdb}, []string{"is a Redis server", "Redis expires its own"}},
 		{"Inspect", []string{"inspect", "-db", rdb, "anonymous", "k"}, []string{"is a Redis server", "SQL database"}},
 		{"Import", []string{"import", "-db", rdb, file}, []string{"is a Redis server", "ledger"}},
@@ -127,5 +123,26 @@ func TestPayoutE2ERedisComplete(t *testing.T) {
 				t.Fatalf("the transfer's record %q is in Redis, want it in the ledger's database", k)
 			}
 		}
+	}
+}
+
+// idem serve -db redis://… -provider URL without -ledger keeps the ledger,
+// and the records of POST /transfers, in the embedded default idem.db of
+// its working directory, and serves payouts with their records in Redis.
+func TestPayoutE2ERedisDefaultLedger(t *testing.T) {
+	t.Parallel()
+	rdb := redisDB(t)
+	dir := t.TempDir()
+	prov, purl := fakeprovider.Start(t, nil)
+	s := startServeIn(t, dir, "-db", rdb, "-provider", purl, "-complete-interval", "1h")
+	if status, body := s.do(t, "PUT", "/accounts/alice", "", `{"balance":1000}`); status != 200 {
+		t.Fatalf("PUT /accounts/alice: %d %s", status, body)
+	}
+	if status, body := s.do(t, "POST", "/payouts", "default-ledger", payoutBody()); status != 201 {
+		t.Fatalf("POST /payouts: %d %s", status, body)
+	}
+	checkReconciled(t, s, prov, "default-ledger")
+	if _, err := os.Stat(filepath.Join(dir, defaultDB)); err != nil {
+		t.Fatalf("the default ledger %s: %v", defaultDB, err)
 	}
 }

@@ -51,20 +51,23 @@ func redisConfig(db string) (string, *redisstore.Config, error) {
 }
 
 // ledgerDB resolves the -db and -ledger of idem serve and idem complete:
-// the SQL database of the ledger and the atomic records, and the Redis
-// server of the leased records ("" when they live in the SQL database
-// too). cmd names the command in errors.
+// the SQL database of the ledger and the atomic records (with a redis://
+// -db, -ledger, or the embedded default idem.db), and the Redis server of
+// the leased records ("" when they live in the SQL database too). cmd
+// names the command in errors.
 func ledgerDB(cmd, db, ledger string) (sqlDB, redisDB string, err error) {
 	switch {
 	case isRedis(ledger):
 		return "", "", usageError{fmt.Sprintf("%s: -ledger must be a SQL database (a SQLite file path or a postgres:// URL), got %s", cmd, redact(ledger))}
 	case !isRedis(db) && ledger != "":
 		return "", "", usageError{fmt.Sprintf("%s: -ledger applies only with a redis:// -db; without Redis, the ledger and every record live in -db", cmd)}
-	case isRedis(db) && ledger == "":
-		return "", "", usageError{fmt.Sprintf("%s: -db %s keeps leased-mode records only (those of POST /payouts); "+
-			"the transfers service needs a SQL database for its ledger (accounts, transfers, payouts) and for the atomic records of POST /transfers: "+
-			"add -ledger idem.db or -ledger postgres://…", cmd, redact(db))}
 	case isRedis(db):
+		if ledger == "" {
+			// Redis keeps leased-mode records only; the ledger and the
+			// atomic records of POST /transfers need SQL: the embedded
+			// default, unless -ledger names another.
+			ledger = defaultDB
+		}
 		if _, _, err := redisConfig(db); err != nil {
 			return "", "", usageError{cmd + ": " + err.Error()}
 		}

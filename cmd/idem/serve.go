@@ -28,7 +28,7 @@ import (
 // connections only as they are needed.
 const defaultPool = 16
 
-const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://… | redis://… -ledger idem.db | postgres://…] [-idempotency on|off] [-ttl 24h] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]] [-provider URL [-lease 30s] [-provider-timeout 2s] [-complete-interval 5s] [-report-after 15m]] [-otlp URL]
+const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://… | redis://… [-ledger idem.db | postgres://…]] [-idempotency on|off] [-ttl 24h] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]] [-provider URL [-lease 30s] [-provider-timeout 2s] [-complete-interval 5s] [-report-after 15m]] [-otlp URL]
 
 serve runs the transfers service: PUT and GET /accounts/{id}, POST /transfers
 (Idempotency-Key required), GET /transfers[?limit=N] and /transfers/{id},
@@ -48,9 +48,10 @@ them. A completer finishes the payouts left pending every -complete-interval
 
 With -db redis://host:6379/0[?prefix=idem] the payouts' leased records live
 in Redis (keys starting with the prefix, "idem" by default) and -ledger names
-the SQL database of everything else: the ledger (accounts, transfers,
-payouts) and the records of POST /transfers, which atomic mode commits with
-the transfer. It needs -provider (see docs/PAYOUTS.md, "On Redis").`
+the SQL database of everything else (idem.db by default): the ledger
+(accounts, transfers, payouts) and the records of POST /transfers, which
+atomic mode commits with the transfer, since Redis cannot. It needs -provider
+(see docs/PAYOUTS.md, "On Redis").`
 
 type serveCommand struct {
 	*Main
@@ -60,7 +61,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
 	db := fs.String("db", defaultDB, "SQLite file path, or a postgres:// URL; or a redis:// URL (rediss:// for TLS; ?prefix= sets the keys' prefix) for the payouts' leased records, with -ledger and -provider")
-	ledger := fs.String("ledger", "", "with a redis:// -db: the SQL database (SQLite file path, or a postgres:// URL) of the ledger and of the records of POST /transfers")
+	ledger := fs.String("ledger", "", "with a redis:// -db: the SQL database (SQLite file path, or a postgres:// URL) of the ledger and of the records of POST /transfers; defaults to "+defaultDB)
 	mode := fs.String("idempotency", "on", `"on", or "off" to run the same service without idem (keys ignored; for comparisons only)`)
 	ttl := fs.Duration("ttl", idem.DefaultTTL, "how long idempotency records are kept and replayed")
 	pool := fs.Int("pool", defaultPool, "PostgreSQL: the most connections the service opens (pgxpool's pool_max_conns; a pool_max_conns in -db wins over the default). Not for SQLite, which writes one transaction at a time whatever the pool")
@@ -97,7 +98,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if redisDB != "" && *lf.provider == "" {
-		return usageError{fmt.Sprintf("serve: -db %s keeps the leased records of payouts, and there are no payouts without -provider: add -provider URL, or give -db the SQL database alone", redact(redisDB))}
+		return usageError{fmt.Sprintf("serve: -db %s: Redis keeps leased-mode records only, those of the payouts, and there are no payouts without -provider; "+
+			"the transfers service needs SQL for its ledger (accounts, transfers, payouts) and for the atomic records of POST /transfers: "+
+			"give -db a SQLite file path or a postgres:// URL, or add -provider URL to serve payouts with their records in Redis and the ledger in -ledger (idem.db by default)", redact(redisDB))}
 	}
 	poolSet := set["pool"]
 	switch {

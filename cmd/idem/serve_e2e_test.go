@@ -57,8 +57,16 @@ type server struct {
 // is healthy. The process is killed at clean-up if still running.
 func startServe(t *testing.T, args ...string) *server {
 	t.Helper()
+	return startServeIn(t, "", args...)
+}
+
+// startServeIn is startServe with the process's working directory set to
+// dir ("" for the test's own).
+func startServeIn(t *testing.T, dir string, args ...string) *server {
+	t.Helper()
 	s := &server{addr: freePort(t), stderr: new(lockedBuffer), exited: make(chan error, 1)}
 	s.cmd = exec.Command(binary, append([]string{"serve", "-addr", s.addr}, args...)...)
+	s.cmd.Dir = dir
 	s.cmd.Stderr = s.stderr
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
