@@ -107,19 +107,10 @@ func (c *checkCommand) Run(ctx context.Context, args []string) error {
 	plan := fs.String("plan", "", "audit every endpoint of this JSON or YAML (.yaml, .yml) file, in one report (docs/CHECK.md); the flags are their defaults")
 	fs.DurationVar(&f.timeout, "timeout", check.DefaultTimeout, "bound on each request and each count")
 
-	// Flags may follow the URL, as with curl: parse, take one argument,
-	// parse the rest.
-	var positional []string
-	rest := args
-	for {
-		if err := c.parse(fs, rest, checkSynopsis); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		rest = fs.Args()[1:]
+	// Flags may follow the URL, as with curl.
+	positional, err := c.parseInterspersed(fs, args, checkSynopsis)
+	if err != nil {
+		return err
 	}
 
 	var targets []checkTarget

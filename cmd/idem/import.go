@@ -53,13 +53,15 @@ func (c *importCommand) Run(ctx context.Context, args []string) error {
 	concurrency := fs.Int("concurrency", 0, "rows applied at once (default 1 on SQLite, which writes one transaction at a time, and 4 on PostgreSQL)")
 	ttl := fs.Duration("ttl", importRecordTTL, "how long each row's record is kept; a re-run after that finds applied rows in the ledger (refused as already-applied) and runs refused ones again")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
-	if err := c.parse(fs, args, importSynopsis); err != nil {
+	// Flags may also follow the file ("idem import FILE.csv --json").
+	positional, err := c.parseInterspersed(fs, args, importSynopsis)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if len(positional) != 1 {
 		return usageError{"import: want one argument, the CSV file (run \"idem import -h\")"}
 	}
-	file := fs.Arg(0)
+	file := positional[0]
 	switch {
 	case *concurrency < 0:
 		return usageError{fmt.Sprintf("import: -concurrency must not be negative, got %d", *concurrency)}

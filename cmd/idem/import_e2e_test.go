@@ -399,6 +399,16 @@ func TestImportJSONShape(t *testing.T) {
 	if f, ok := got["failures"].([]any); !ok || len(f) != 0 {
 		t.Errorf("failures %v, want []", got["failures"])
 	}
+
+	// Flags may follow the file too: the re-run replays, as JSON.
+	out, err = exec.Command(binary, "import", file, "-db", l.db, "--json").Output()
+	if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("flags after the file: exit %v, want 1\n%s", err, out)
+	}
+	var again map[string]any
+	if err := json.Unmarshal(out, &again); err != nil || again["replayed"] != 1.0 || again["applied"] != 0.0 {
+		t.Fatalf("flags after the file: %v\n%s; want the JSON summary of a replay", err, out)
+	}
 }
 
 // -batch names the batch: the transfers show it in GET /transfers of idem

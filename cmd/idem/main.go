@@ -106,6 +106,24 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 // errors. On -h it prints the usage to Stdout and returns flag.ErrHelp,
 // which main treats as success; after a flag error the usage goes to
 // Stderr.
+// parseInterspersed parses args like parse, but lets flags come after the
+// arguments too ("idem import FILE --json"): it parses, takes one
+// argument, and parses the rest, until none is left. It returns the
+// arguments in order.
+func (m *Main) parseInterspersed(fs *flag.FlagSet, args []string, synopsis string) ([]string, error) {
+	var positional []string
+	for {
+		if err := m.parse(fs, args, synopsis); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
 func (m *Main) parse(fs *flag.FlagSet, args []string, synopsis string) error {
 	var out bytes.Buffer
 	fs.SetOutput(&out)
