@@ -33,6 +33,19 @@ func (s *Service) listTransfers(w http.ResponseWriter, r *http.Request) {
 		q += ` LIMIT $1`
 		args = append(args, n)
 	}
+	s.streamList(w, r, "transfers", q, args, func(rs rows) (any, error) {
+		var t Transfer
+		var created int64
+		err := rs.Scan(&t.ID, &t.From, &t.To, &t.Amount, &created, &t.MessageID, &t.BatchID, &t.RowID)
+		t.CreatedAt = createdAt(created)
+		return t, err
+	})
+}
+
+// streamList answers a list as {"<member>":[…],"count":N}, each row of q
+// read by scan and encoded as it is read, so that a long list is never held
+// in memory; the count comes after the array, once it is known.
+func (s *Service) streamList(w http.ResponseWriter, r *http.Request, member, q string, args []any, scan func(rows) (any, error)) {
 	ctx, cancel := s.work(r)
 	defer cancel()
 	// A client that does not read holds the query's connection only until
@@ -55,19 +68,17 @@ func (s *Service) listTransfers(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	buf := []byte(`{"transfers":[`)
+	buf := append([]byte(`{"`+member), `":[`...)
 	n := 0
 	for ; more; more = rs.Next() {
-		var t Transfer
-		var created int64
-		if err := rs.Scan(&t.ID, &t.From, &t.To, &t.Amount, &created, &t.MessageID, &t.BatchID, &t.RowID); err != nil {
+		v, err := scan(rs)
+		if err != nil {
 			s.abort(r, err)
 		}
-		t.CreatedAt = createdAt(created)
 		if n > 0 {
 			buf = append(buf, ',')
 		}
-		row, err := json.Marshal(t)
+		row, err := json.Marshal(v)
 		if err != nil {
 			s.abort(r, err)
 		}
