@@ -80,6 +80,21 @@ func (e *env) effects(t testing.TB, name string) int {
 	return n
 }
 
+// openStep opens the local step name of lease's holder and writes the
+// effect name through it; the caller commits or rolls back.
+func (e *env) openStep(t testing.TB, lease idem.Lease, name string, now time.Time) idem.StepTx {
+	t.Helper()
+	st, err := e.txStore(t).BeginStep(context.Background(), &idem.BeginStepParams{Lease: lease, Name: name, Now: now})
+	if err != nil {
+		t.Fatalf("BeginStep of the current holder: %v", err)
+	}
+	if err := e.h.Effect(stepCtx(st), name); err != nil {
+		_ = st.Rollback(context.Background())
+		t.Fatalf("Effect in the step: %v", err)
+	}
+	return st
+}
+
 // txStore returns the store as an idem.LeasedTxStore, and skips the case
 // when it is not one or the harness has no Effect.
 func (e *env) txStore(t testing.TB) idem.LeasedTxStore {

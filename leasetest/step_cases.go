@@ -85,17 +85,9 @@ func bytesRoundTrip(t testing.TB, h *Harness) {
 
 func localStepCommitsWithItsEffect(t testing.TB, h *Harness) {
 	e := setup(t, h)
-	ts := e.txStore(t)
 	now := e.clock.Now()
 	c := e.mustClaim(t, "k", "fp", now)
-	st, err := ts.BeginStep(context.Background(), &idem.BeginStepParams{Lease: c.Lease, Name: "debit", Now: now})
-	if err != nil {
-		t.Fatalf("BeginStep of the current holder: %v", err)
-	}
-	if err := e.h.Effect(stepCtx(st), "debit"); err != nil {
-		_ = st.Rollback(context.Background())
-		t.Fatalf("Effect in the step: %v", err)
-	}
+	st := e.openStep(t, c.Lease, "debit", now)
 	if n := e.effects(t, "debit"); n != 0 {
 		t.Errorf("effects before the step commits = %d, want 0", n)
 	}
@@ -113,17 +105,9 @@ func localStepCommitsWithItsEffect(t testing.TB, h *Harness) {
 
 func localStepRollbackLeavesNothing(t testing.TB, h *Harness) {
 	e := setup(t, h)
-	ts := e.txStore(t)
 	now := e.clock.Now()
 	c := e.mustClaim(t, "k", "fp", now)
-	st, err := ts.BeginStep(context.Background(), &idem.BeginStepParams{Lease: c.Lease, Name: "debit", Now: now})
-	if err != nil {
-		t.Fatalf("BeginStep of the current holder: %v", err)
-	}
-	if err := e.h.Effect(stepCtx(st), "debit"); err != nil {
-		_ = st.Rollback(context.Background())
-		t.Fatalf("Effect in the step: %v", err)
-	}
+	st := e.openStep(t, c.Lease, "debit", now)
 	if err := st.Rollback(context.Background()); err != nil {
 		t.Fatalf("StepTx.Rollback: %v", err)
 	}
@@ -142,17 +126,9 @@ func staleLocalStepNeverCommitsAfterATakeover(t testing.TB, h *Harness) {
 	// waited for (or was refused by) the step, or the step's commit is
 	// refused: never a new holder and the stale step's effect.
 	e := setup(t, h)
-	ts := e.txStore(t)
 	now := e.clock.Now()
 	c := e.mustClaim(t, "k", "fp", now)
-	st, err := ts.BeginStep(context.Background(), &idem.BeginStepParams{Lease: c.Lease, Name: "debit", Now: now})
-	if err != nil {
-		t.Fatalf("BeginStep of the current holder: %v", err)
-	}
-	if err := e.h.Effect(stepCtx(st), "debit"); err != nil {
-		_ = st.Rollback(context.Background())
-		t.Fatalf("Effect in the step: %v", err)
-	}
+	st := e.openStep(t, c.Lease, "debit", now)
 
 	type answer struct {
 		c   *idem.Claim
@@ -216,17 +192,9 @@ func localStepCannotCommitOnACompletedRecord(t testing.TB, h *Harness) {
 	// for the step, or the step's commit is refused: a step never commits
 	// on a completed record.
 	e := setup(t, h)
-	ts := e.txStore(t)
 	now := e.clock.Now()
 	c := e.mustClaim(t, "k", "fp", now)
-	st, err := ts.BeginStep(context.Background(), &idem.BeginStepParams{Lease: c.Lease, Name: "debit", Now: now})
-	if err != nil {
-		t.Fatalf("BeginStep of the current holder: %v", err)
-	}
-	if err := e.h.Effect(stepCtx(st), "debit"); err != nil {
-		_ = st.Rollback(context.Background())
-		t.Fatalf("Effect in the step: %v", err)
-	}
+	st := e.openStep(t, c.Lease, "debit", now)
 	completed := make(chan error, 1)
 	go func() {
 		completed <- e.store.Complete(context.Background(), &idem.CompleteParams{
