@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/benchpair"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/jackc/pgx/v5"
@@ -42,7 +42,6 @@ func BenchmarkFirstExecutionVariants(b *testing.B) {
 		name  string
 		pool  *pgxpool.Pool
 		guard *idem.Guard // nil: plain
-		time  time.Duration
 	}
 	setupVariant := func(name string, prep func(ctx context.Context, s *pgstore.Store, schema string)) *variant {
 		ctx := context.Background()
@@ -142,27 +141,11 @@ func BenchmarkFirstExecutionVariants(b *testing.B) {
 				wg.Wait()
 				return time.Since(start)
 			}
-			for _, v := range variants {
-				round(v) // warm up
-				v.time = 0
+			vs := make([]benchpair.Variant, len(variants))
+			for k, v := range variants {
+				vs[k] = benchpair.Variant{Name: v.name, Round: func() time.Duration { return round(v) }}
 			}
-			b.ResetTimer()
-			for i := 0; b.Loop(); i++ {
-				// Rotate who goes first, so that drift weighs on all alike.
-				for j := range variants {
-					v := variants[(i+j)%len(variants)]
-					v.time += round(v)
-				}
-			}
-			n := float64(b.N * perRound)
-			base := variants[0].time
-			for _, v := range variants {
-				name := strings.ReplaceAll(v.name, "-", "_")
-				b.ReportMetric(n/v.time.Seconds(), name+"-ops/s")
-				if v != variants[0] {
-					b.ReportMetric(base.Seconds()/v.time.Seconds(), name+"/plain")
-				}
-			}
+			benchpair.Rates(b, perRound, "ops", vs[0], vs[1:]...)
 		})
 	}
 }

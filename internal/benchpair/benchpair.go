@@ -20,21 +20,30 @@ type Variant struct {
 // <name>-<unit>/s, with perRound units per round, and the rate of other
 // divided by the rate of base as <other>/<base>.
 func Ratio(b *testing.B, perRound int, unit string, base, other Variant) {
-	base.Round()
-	other.Round()
-	var baseTime, otherTime time.Duration
+	Rates(b, perRound, unit, base, other)
+}
+
+// Rates is Ratio for any number of variants: a round of each per b.Loop
+// iteration, the first of them rotating, each rate reported as
+// <name>-<unit>/s and each against base's as <name>/<base>.
+func Rates(b *testing.B, perRound int, unit string, base Variant, others ...Variant) {
+	vs := append([]Variant{base}, others...)
+	times := make([]time.Duration, len(vs))
+	for _, v := range vs {
+		v.Round() // warm up
+	}
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		if i%2 == 0 {
-			baseTime += base.Round()
-			otherTime += other.Round()
-		} else {
-			otherTime += other.Round()
-			baseTime += base.Round()
+		for j := range vs {
+			k := (i + j) % len(vs)
+			times[k] += vs[k].Round()
 		}
 	}
 	n := float64(b.N * perRound)
-	b.ReportMetric(n/baseTime.Seconds(), base.Name+"-"+unit+"/s")
-	b.ReportMetric(n/otherTime.Seconds(), other.Name+"-"+unit+"/s")
-	b.ReportMetric(baseTime.Seconds()/otherTime.Seconds(), other.Name+"/"+base.Name)
+	for k, v := range vs {
+		b.ReportMetric(n/times[k].Seconds(), v.Name+"-"+unit+"/s")
+		if k > 0 {
+			b.ReportMetric(times[0].Seconds()/times[k].Seconds(), v.Name+"/"+base.Name)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/benchpair"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/pgstore/sqldb"
 )
@@ -30,7 +31,6 @@ func BenchmarkClaimVariants(b *testing.B) {
 		name  string
 		db    *sql.DB
 		guard *idem.Guard
-		time  time.Duration
 	}
 	setup := func(name string, fn bool, withIdem bool) *variant {
 		ctx := context.Background()
@@ -117,24 +117,11 @@ func BenchmarkClaimVariants(b *testing.B) {
 				wg.Wait()
 				return time.Since(start)
 			}
-			for _, v := range variants {
-				round(v)
-				v.time = 0
+			vs := make([]benchpair.Variant, len(variants))
+			for k, v := range variants {
+				vs[k] = benchpair.Variant{Name: v.name, Round: func() time.Duration { return round(v) }}
 			}
-			b.ResetTimer()
-			for i := 0; b.Loop(); i++ {
-				for j := range variants {
-					v := variants[(i+j)%len(variants)]
-					v.time += round(v)
-				}
-			}
-			n := float64(b.N * perRound)
-			for _, v := range variants {
-				b.ReportMetric(n/v.time.Seconds(), v.name+"-ops/s")
-				if v != variants[0] {
-					b.ReportMetric(variants[0].time.Seconds()/v.time.Seconds(), v.name+"/plain")
-				}
-			}
+			benchpair.Rates(b, perRound, "ops", vs[0], vs[1:]...)
 		})
 	}
 }
