@@ -221,14 +221,13 @@ func (c *Completer) handle(ctx context.Context, rec *Record) (ev CompleterEvent)
 		return ev
 	}
 	ev.Attempt = claim.Record.Attempts
-	retryAt := func(r *Record) time.Time { return l.cfg.Now().Add(c.backoff(claim.Record.Attempts)) }
 	work := l.work(rec.Kind)
 	if work == nil {
 		ev.Outcome = CompleterUnknownKind
 		ev.Err = fmt.Errorf("idem: no work is registered for kind %q", rec.Kind)
-		l.release(ctx, claim, ev.Err.Error(), func(*Record) time.Time { return l.cfg.Now().Add(c.cfg.MaxBackoff) })
+		l.release(ctx, claim, ev.Err.Error(), c.cfg.MaxBackoff)
 	} else {
-		_, err = l.execute(ctx, claim, l.cfg.TTL, work, retryAt, false)
+		_, err = l.execute(ctx, claim, l.cfg.TTL, work, c.backoff(claim.Record.Attempts), false)
 		if err == nil {
 			ev.Outcome = CompleterCompleted
 			c.cfg.Logger.Info("idem: completer finished abandoned work", "scope", rec.Scope, "key", rec.Key, "kind", rec.Kind, "attempt", ev.Attempt)

@@ -205,7 +205,7 @@ func (l *Leased) Do(ctx context.Context, req LeasedRequest, work LeasedWork) (Re
 	if req.TTL > 0 {
 		ttl = req.TTL
 	}
-	res, err := l.execute(ctx, claim, ttl, work, func(*Record) time.Time { return l.cfg.Now() }, true)
+	res, err := l.execute(ctx, claim, ttl, work, 0, true)
 	return res, false, err
 }
 
@@ -229,9 +229,9 @@ func retryAfter(left time.Duration) time.Duration {
 }
 
 // execute runs work under claim with a heartbeat, then completes or
-// releases the record. retryAt says when a failed attempt may be claimed
-// again. With rethrow, a panic in work is re-raised after the release.
-func (l *Leased) execute(ctx context.Context, claim *Claim, ttl time.Duration, work LeasedWork, retryAt func(*Record) time.Time, rethrow bool) (res Result, err error) {
+// releases the record. A failed attempt may be claimed again after
+// backoff. With rethrow, a panic in work is re-raised after the release.
+func (l *Leased) execute(ctx context.Context, claim *Claim, ttl time.Duration, work LeasedWork, backoff time.Duration, rethrow bool) (res Result, err error) {
 	run := newRun(l, claim)
 	wctx, cancel := context.WithCancelCause(WithRun(ctx, run))
 	hbDone := make(chan struct{})
@@ -253,7 +253,7 @@ func (l *Leased) execute(ctx context.Context, claim *Claim, ttl time.Duration, w
 		p := recover()
 		finish()
 		cancel(nil)
-		l.release(ctx, claim, fmt.Sprintf("panic: %v", p), retryAt)
+		l.release(ctx, claim, fmt.Sprintf("panic: %v", p), backoff)
 		if rethrow {
 			panic(p)
 		}
@@ -277,7 +277,7 @@ func (l *Leased) execute(ctx context.Context, claim *Claim, ttl time.Duration, w
 	}
 	if err != nil {
 		if !errors.Is(err, ErrFenced) {
-			l.release(ctx, claim, err.Error(), retryAt)
+			l.release(ctx, claim, err.Error(), backoff)
 		}
 		return Result{}, err
 	}
@@ -295,13 +295,14 @@ func (l *Leased) execute(ctx context.Context, claim *Claim, ttl time.Duration, w
 	}
 }
 
-// release ends a failed attempt's lease; a failure here only delays the
-// next claim until the lease ends.
-func (l *Leased) release(ctx context.Context, claim *Claim, msg string, retryAt func(*Record) time.Time) {
+// release ends a failed attempt's lease, claimable again after backoff; a
+// failure here only delays the next claim until the lease ends.
+func (l *Leased) release(ctx context.Context, claim *Claim, msg string, backoff time.Duration) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
+	now := l.cfg.Now()
 	_ = l.store.Release(cctx, &ReleaseParams{
-		Lease: claim.Lease, Now: l.cfg.Now(), RetryAt: retryAt(claim.Record),
+		Lease: claim.Lease, Now: now, RetryAt: now.Add(backoff),
 		Error: truncateUTF8(msg, 1000),
 	})
 }
