@@ -1,7 +1,6 @@
 package pgschema
 
 import (
-	"database/sql"
 	"strconv"
 	"time"
 
@@ -73,27 +72,11 @@ func idleMs(idle time.Duration) string {
 // granted, the transaction's start (for Insert) and the record, nil when
 // there is none.
 func ScanBegin(row Row, scope, key string) (locked bool, txStart time.Time, rec *idem.Record, err error) {
-	var (
-		fingerprint, state sql.NullString
-		status             sql.NullInt64
-		headers, body      []byte
-		created, expires   sql.NullTime
-	)
-	if err := row.Scan(&locked, &txStart, &fingerprint, &state, &status, &headers, &body, &created, &expires); err != nil {
+	var f nullRecord
+	if err := row.Scan(append([]any{&locked, &txStart}, f.dest()...)...); err != nil {
 		return false, time.Time{}, nil, err
 	}
-	if !fingerprint.Valid { // the LEFT JOIN found no record
-		return locked, txStart, nil, nil
-	}
-	r := &idem.Record{
-		Scope:       scope,
-		Key:         key,
-		Fingerprint: fingerprint.String,
-		Result:      idem.Result{Status: int(status.Int64), Body: body},
-		CreatedAt:   created.Time,
-		ExpiresAt:   expires.Time,
-	}
-	rec, err = finish(r, state.String, headers)
+	rec, err = f.record(scope, key)
 	return locked, txStart, rec, err
 }
 

@@ -32,28 +32,41 @@ func ScanRecord(row Row, scope, key string) (*idem.Record, error) {
 // ScanProbe reads the row of Statements.Probe: whether the lock was free,
 // and the record, nil when there is none.
 func ScanProbe(row Row, scope, key string) (locked bool, rec *idem.Record, err error) {
-	var (
-		fingerprint, state sql.NullString
-		status             sql.NullInt64
-		headers, body      []byte
-		created, expires   sql.NullTime
-	)
-	if err := row.Scan(&locked, &fingerprint, &state, &status, &headers, &body, &created, &expires); err != nil {
+	var f nullRecord
+	if err := row.Scan(append([]any{&locked}, f.dest()...)...); err != nil {
 		return false, nil, err
 	}
-	if !fingerprint.Valid { // the LEFT JOIN found no record
-		return locked, nil, nil
+	rec, err = f.record(scope, key)
+	return locked, rec, err
+}
+
+// nullRecord receives the record columns of a LEFT JOIN, all NULL when
+// the key has no record.
+type nullRecord struct {
+	fingerprint, state sql.NullString
+	status             sql.NullInt64
+	headers, body      []byte
+	created, expires   sql.NullTime
+}
+
+func (f *nullRecord) dest() []any {
+	return []any{&f.fingerprint, &f.state, &f.status, &f.headers, &f.body, &f.created, &f.expires}
+}
+
+// record is the record read, nil when the LEFT JOIN found none.
+func (f *nullRecord) record(scope, key string) (*idem.Record, error) {
+	if !f.fingerprint.Valid {
+		return nil, nil
 	}
 	r := &idem.Record{
 		Scope:       scope,
 		Key:         key,
-		Fingerprint: fingerprint.String,
-		Result:      idem.Result{Status: int(status.Int64), Body: body},
-		CreatedAt:   created.Time,
-		ExpiresAt:   expires.Time,
+		Fingerprint: f.fingerprint.String,
+		Result:      idem.Result{Status: int(f.status.Int64), Body: f.body},
+		CreatedAt:   f.created.Time,
+		ExpiresAt:   f.expires.Time,
 	}
-	rec, err = finish(r, state.String, headers)
-	return locked, rec, err
+	return finish(r, f.state.String, f.headers)
 }
 
 func finish(rec *idem.Record, state string, headers []byte) (*idem.Record, error) {

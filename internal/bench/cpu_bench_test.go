@@ -1,0 +1,155 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/internal/pgtest"
+)
+
+// BenchmarkTransferCPU says where the cost of a first execution goes, in
+// CPU time rather than throughput: per transfer answered 201, the CPU of
+// this process (the clients and the two services: HTTP, idem, pgx) and of
+// the PostgreSQL server (every process named postgres, read from /proc,
+// so the server must run on this host and serve nothing else meanwhile),
+// for POST /transfers without idem and with it, in alternating rounds of
+// one second (A B B A …) at 8 and at 32 clients, on a pool of 16 that both
+// services share (idem bench's default), and at 32 clients once more
+// without the connections pgstore reserves for probes (ProbeConns -1: at
+// 32 clients the pool is always exhausted, and every first execution then
+// probes before it waits). Run it with
+//
+//	go test -run '^$' -bench TransferCPU -benchtime 6x ./internal/bench/
+//
+// where -benchtime Nx is the number of round pairs. On a machine whose
+// cores the clients, the services and the database share, the ratio of
+// the total CPU per transfer bounds the throughput ratio of idem bench's
+// overhead scenario (docs/BENCHMARKS.md).
+func BenchmarkTransferCPU(b *testing.B) {
+	pgtest.Require(b)
+	if serverCPU() == 0 {
+		b.Skip("no postgres process in /proc: the server's CPU can only be read on its own host")
+	}
+	for _, v := range []struct {
+		name       string
+		clients    int
+		probeConns int
+	}{{"clients=8", 8, 0}, {"clients=32", 32, 0}, {"clients=32/probe-conns=none", 32, -1}} {
+		b.Run(v.name, func(b *testing.B) { benchTransferCPU(b, v.clients, v.probeConns) })
+	}
+}
+
+func benchTransferCPU(b *testing.B, clients, probeConns int) {
+	ctx := context.Background()
+	cfg, err := (&Config{DB: pgtest.DSN(), Concurrency: []int{clients}}).withDefaults()
+	if err != nil {
+		b.Fatal(err)
+	}
+	be, err := open(ctx, cfg.DB, false, 16, probeConns)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = be.close(context.WithoutCancel(ctx)) }()
+	r, err := newRunner(ctx, cfg, be)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.stop()
+	if err := r.setup(ctx); err != nil {
+		b.Fatal(err)
+	}
+	ks := &keys{prefix: r.runID + "-cpu-"}
+	type variant struct {
+		name           string
+		do             op
+		t              *tally
+		client, server time.Duration
+	}
+	plain := &variant{name: "plain", do: r.transferOp(r.plain.URL, ks, false), t: newTally("plain")}
+	withIdem := &variant{name: "idem", do: r.transferOp(r.idem.URL, ks, false), t: newTally("idem")}
+	// One unmeasured round each fills the pools and the statement caches.
+	for _, v := range []*variant{plain, withIdem} {
+		if err := round(ctx, newTally(v.name), clients, time.Second, false, v.do); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		order := []*variant{plain, withIdem}
+		if i%2 == 1 {
+			order = []*variant{withIdem, plain}
+		}
+		for _, v := range order {
+			c0, s0 := processCPU(), serverCPU()
+			if err := round(ctx, v.t, clients, time.Second, true, v.do); err != nil {
+				b.Fatal(err)
+			}
+			v.client += processCPU() - c0
+			v.server += serverCPU() - s0
+		}
+	}
+	b.StopTimer()
+	if p := r.problemList(); len(p) > 0 {
+		b.Fatal(p[0])
+	}
+	var total [2]float64
+	for i, v := range []*variant{plain, withIdem} {
+		n := v.t.variant().Requests
+		if n == 0 {
+			b.Fatalf("%s: no transfer answered 201", v.name)
+		}
+		client := float64(v.client.Microseconds()) / float64(n)
+		server := float64(v.server.Microseconds()) / float64(n)
+		b.ReportMetric(client, v.name+"-client-µs/transfer")
+		b.ReportMetric(server, v.name+"-server-µs/transfer")
+		total[i] = client + server
+	}
+	b.ReportMetric(total[0]/total[1], "plain/idem-cpu")
+}
+
+// processCPU is the user and system CPU this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// serverCPU is the CPU used by every process named postgres on this host,
+// the children it has reaped included, from /proc/<pid>/stat; zero when
+// there is none. A backend that ends between two readings takes its CPU
+// with it, so the readings are only meaningful while the pool's
+// connections stay open.
+func serverCPU() time.Duration {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var ticks int64
+	for _, path := range stats {
+		st, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		open, end := bytes.IndexByte(st, '('), bytes.LastIndexByte(st, ')')
+		if open < 0 || end < open || !bytes.HasPrefix(st[open+1:end], []byte("postgres")) {
+			continue
+		}
+		// After the command: state, ppid, … utime (14th field of the
+		// line), stime, cutime, cstime (17th).
+		f := bytes.Fields(st[end+1:])
+		if len(f) < 15 {
+			continue
+		}
+		for _, v := range f[11:15] {
+			n, _ := strconv.ParseInt(string(v), 10, 64)
+			ticks += n
+		}
+	}
+	// USER_HZ is 100 on every Linux this runs on (sysconf(_SC_CLK_TCK)).
+	return time.Duration(ticks) * 10 * time.Millisecond
+}
