@@ -74,7 +74,7 @@ func TestClusterNodeRestartUnderLoad(t *testing.T) {
 				}
 			})
 			for i := range 50 {
-				l.keys["pending-"+itoa(i)] = &ack{token: 1, claimedAt: killedAt.Add(-time.Hour)}
+				l.keys["pending-"+itoa(i)] = &ack{token: 1, sentAt: killedAt.Add(-time.Hour), claimedAt: killedAt.Add(-time.Hour)}
 			}
 			x := verify(t, s, l)
 			t.Logf("%s: %s; %d errors during the outage", tc.name, x, l.errors.Load())
@@ -93,7 +93,7 @@ func TestClusterNodeRestartUnderLoad(t *testing.T) {
 					if !x.lostClaims[key] {
 						t.Errorf("%q, on the restarted node and claimed before the kill, survived a restart without persistence", key)
 					}
-				case !mine || a.claimedAt.After(restartedAt):
+				case !mine || a.sentAt.After(restartedAt):
 					if x.lostClaims[key] || x.lostCompletions[key] {
 						t.Errorf("%q (on the restarted node: %v) was lost", key, mine)
 					}
@@ -183,7 +183,7 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 			x := verify(t, reader, l)
 			var late int
 			for key, a := range l.keys {
-				if a.claimedAt.After(killedAt) && masterOfKey(t, s, cl, key) == promoted {
+				if a.sentAt.After(killedAt) && masterOfKey(t, s, cl, key) == promoted {
 					late++
 				}
 			}

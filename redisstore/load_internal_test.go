@@ -20,9 +20,13 @@ import (
 // acknowledged and when. After the fault, verify reads every key back.
 
 type ack struct {
-	token     int64
-	claimedAt time.Time // when the claim was acknowledged
-	doneAt    time.Time // when the completion was acknowledged; zero if not
+	token int64
+	// sentAt is when the claim was sent, claimedAt when its answer was
+	// read. Only sentAt says which server ran it: an answer written
+	// before a kill can sit in the socket and be read after the restart
+	// by a worker the scheduler held back.
+	sentAt, claimedAt time.Time
+	doneAt            time.Time // when the completion was acknowledged; zero if not
 }
 
 type ledger struct {
@@ -60,7 +64,7 @@ func load(ctx context.Context, s *Store, workers int, l *ledger) {
 					time.Sleep(5 * time.Millisecond)
 					continue
 				}
-				a := &ack{token: c.Lease.Token, claimedAt: time.Now()}
+				a := &ack{token: c.Lease.Token, sentAt: now, claimedAt: time.Now()}
 				l.mu.Lock()
 				l.keys[key] = a
 				l.mu.Unlock()

@@ -63,10 +63,10 @@ func TestRestartUnderLoad(t *testing.T) {
 					if !x.lostClaims[key] {
 						t.Errorf("%q, claimed before the kill, survived a restart without persistence", key)
 					}
-				case a.claimedAt.After(restartedAt):
+				case a.sentAt.After(restartedAt):
 					after++
 					if x.lostClaims[key] || x.lostCompletions[key] {
-						t.Errorf("%q, acknowledged after the restart, was lost", key)
+						t.Errorf("%q, claimed after the restart, was lost", key)
 					}
 				}
 			}
