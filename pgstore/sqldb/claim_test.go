@@ -13,9 +13,12 @@ import (
 	"github.com/idemkit/idem/pgstore/sqldb"
 )
 
-// gateKey is an advisory lock that the holder below takes with the key's,
-// so that the claimant's statement can be made to start before the holder
-// commits and reach the key's lock only after.
+// gateKey is an advisory lock that a connection of the test holds while
+// the claimant's statement starts, and releases only once the holder of
+// the key has committed, so that the statement starts before that commit
+// and reaches the key's lock only after it. (The holder cannot hold the
+// gate itself: a commit releases its locks one by one, and the claimant,
+// woken by the gate, could then find the key's lock still held.)
 const gateKey = 0x1dea5
 
 // TestBeginFunctionReadsAfterTheLock checks the rule the begin function of
@@ -46,13 +49,17 @@ func TestBeginFunctionReadsAfterTheLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer holder.Rollback()
-		for _, q := range []string{
-			`SELECT pg_advisory_xact_lock(` + itoa(pgschema.LockKey(n.Table, "s", key)) + `)`,
-			`SELECT pg_advisory_xact_lock(` + itoa(gateKey) + `)`,
-		} {
-			if _, err := holder.ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
+		gate, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer gate.Close()
+		if _, err := gate.ExecContext(ctx, `SELECT pg_advisory_lock(`+itoa(gateKey)+`)`); err != nil {
+			t.Fatal(err)
+		}
+		defer gate.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock_all()`)
+		if _, err := holder.ExecContext(ctx, `SELECT pg_advisory_xact_lock(`+itoa(pgschema.LockKey(n.Table, "s", key))+`)`); err != nil {
+			t.Fatal(err)
 		}
 		if _, err := holder.ExecContext(ctx, `INSERT INTO `+n.Table+` (scope, key, fingerprint, state, status, body, created_at, expires_at)
 VALUES ('s', $1, 'holder', 'completed', 201, '', now(), now() + interval '1 hour')`, key); err != nil {
@@ -75,7 +82,8 @@ VALUES ('s', $1, 'holder', 'completed', 201, '', now(), now() + interval '1 hour
 			a.err = tx.QueryRowContext(ctx, stmt, args...).Scan(&a.locked, &a.fp)
 			got <- a
 		}()
-		// Wait until the claimant waits at the gate, then commit.
+		// Wait until the claimant waits at the gate, then commit, then
+		// open the gate.
 		for {
 			var waiting int
 			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $1`, gateKey).Scan(&waiting); err != nil {
@@ -91,6 +99,9 @@ VALUES ('s', $1, 'holder', 'completed', 201, '', now(), now() + interval '1 hour
 			}
 		}
 		if err := holder.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := gate.ExecContext(ctx, `SELECT pg_advisory_unlock(`+itoa(gateKey)+`)`); err != nil {
 			t.Fatal(err)
 		}
 		a := <-got
