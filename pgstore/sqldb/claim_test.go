@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,7 +41,7 @@ func TestBeginFunctionReadsAfterTheLock(t *testing.T) {
 	n := pgschema.NewNames(schema, pgschema.DefaultTable)
 	lockKey := pgschema.LockKey(n.Table, "s", "k")
 
-	claim := func(t *testing.T, key, stmt string, args ...any) (locked bool, fingerprint sql.NullString) {
+	claim := func(t *testing.T, stmt string, args ...any) (locked bool, fingerprint sql.NullString) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -58,11 +59,11 @@ func TestBeginFunctionReadsAfterTheLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer gate.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock_all()`)
-		if _, err := holder.ExecContext(ctx, `SELECT pg_advisory_xact_lock(`+itoa(pgschema.LockKey(n.Table, "s", key))+`)`); err != nil {
+		if _, err := holder.ExecContext(ctx, `SELECT pg_advisory_xact_lock(`+itoa(lockKey)+`)`); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := holder.ExecContext(ctx, `INSERT INTO `+n.Table+` (scope, key, fingerprint, state, status, body, created_at, expires_at)
-VALUES ('s', $1, 'holder', 'completed', 201, '', now(), now() + interval '1 hour')`, key); err != nil {
+VALUES ('s', 'k', 'holder', 'completed', 201, '', now(), now() + interval '1 hour')`); err != nil {
 			t.Fatal(err)
 		}
 		type answer struct {
@@ -112,7 +113,7 @@ VALUES ('s', $1, 'holder', 'completed', 201, '', now(), now() + interval '1 hour
 	}
 
 	t.Run("Function", func(t *testing.T) {
-		locked, fp := claim(t, "k", `SELECT f.locked, f.r_fingerprint
+		locked, fp := claim(t, `SELECT f.locked, f.r_fingerprint
 FROM (SELECT pg_advisory_xact_lock_shared(`+itoa(gateKey)+`)) AS gate, LATERAL `+n.BeginFunc+`($1, 's', 'k', '', '') AS f`, lockKey)
 		if !locked || !fp.Valid || fp.String != "holder" {
 			t.Errorf("begin function: locked=%v fingerprint=%v, want the lock and the holder's record", locked, fp)
@@ -165,3 +166,57 @@ func TestBeginWithoutTheFunction(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// The first calls that find the function missing all fall back to the two
+// statements, not only the one that noticed first.
+func TestBeginWithoutTheFunctionConcurrently(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	schema := pgtest.SchemaName(t)
+	const calls = 8
+	db := newDB(t, dbOptions{schema: schema, maxConns: calls + 1})
+	ctx := context.Background()
+	if _, err := sqldb.New(ctx, db, &sqldb.Config{Schema: schema}); err != nil {
+		t.Fatal(err)
+	}
+	n := pgschema.NewNames(schema, pgschema.DefaultTable)
+	if _, err := db.Exec(`DROP FUNCTION ` + n.BeginFunc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqldb.New(ctx, db, &sqldb.Config{Schema: schema, SkipMigrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := idem.New(s, &idem.Config{ReplayCacheBytes: -1, DisableLocalInFlight: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Open every connection first, so that the calls reach the server
+	// together rather than one dial after the other.
+	var warm sync.WaitGroup
+	for range calls {
+		warm.Go(func() {
+			if _, err := db.Exec(`SELECT pg_sleep(0.2)`); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	warm.Wait()
+	start := make(chan struct{})
+	errs := make(chan error, calls)
+	for i := range calls {
+		go func() {
+			<-start
+			_, _, err := g.Do(ctx, idem.Request{Scope: "s", Key: strconv.Itoa(i)}, func(context.Context) (idem.Result, error) {
+				return idem.Result{Status: 201}, nil
+			})
+			errs <- err
+		}()
+	}
+	close(start)
+	for range calls {
+		if err := <-errs; err != nil {
+			t.Errorf("a call on a table without the begin function: %v", err)
+		}
+	}
+}

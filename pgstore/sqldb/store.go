@@ -91,10 +91,10 @@ func (s *Store) hashLockKey(scope, key string) int64 {
 
 // Begin implements idem.Store.
 //
-// It begins a transaction with BEGIN ISOLATION LEVEL READ COMMITTED, tries
-// the key's advisory lock in one statement and reads the record in the
-// next, so that the read's snapshot sees every record committed before the
-// lock was granted. With Config.ReplayProbe, or with Config.ProbeDB when db
+// It begins a transaction with BEGIN ISOLATION LEVEL READ COMMITTED, then
+// tries the key's advisory lock and reads the record with one call of the
+// begin function of migration 3 (see claim), whose read's snapshot sees
+// every record committed before the lock was granted. With Config.ReplayProbe, or with Config.ProbeDB when db
 // has no idle connection, a probe outside any transaction answers a replay
 // or an in-flight refusal first (see probe).
 //
@@ -129,9 +129,12 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 		rollback(tx, cancel)
 	}
 	locked, txStart, rec, err := s.claim(ctx, tx, lock, p)
-	if pgschema.IsUndefinedFunction(err) && !s.noBeginFunc.Swap(true) {
+	if pgschema.IsUndefinedFunction(err) {
 		// The table's migrations stopped before the begin function
-		// (SkipMigrate): from now on, two statements.
+		// (SkipMigrate): from now on, two statements, for this call and
+		// every other that found it missing meanwhile. The two
+		// statements call no function of the table, so this retries once.
+		s.noBeginFunc.Store(true)
 		end()
 		return s.Begin(ctx, p)
 	}
