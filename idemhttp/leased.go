@@ -94,12 +94,10 @@ func (c *call) executeLeased() (idem.Result, bool, error) {
 	}, c.leasedWork)
 }
 
-// leasedWork serves the request under the lease; ctx carries the Run.
+// leasedWork serves the request under the lease as work does; ctx carries
+// the Run.
 func (c *call) leasedWork(ctx context.Context, _ *idem.Run) (idem.Result, error) {
-	c.workRan = true
-	c.rec = newRecorder(c.w, c.m.cfg.MaxResponseBody)
-	c.h.next.ServeHTTP(c.rec, withBody(c.r.WithContext(ctx), c.body))
-	return c.m.result(ctx, c.rec)
+	return c.work(ctx)
 }
 
 // result decides whether the response in rec is final: it is returned as

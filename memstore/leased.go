@@ -28,7 +28,7 @@ func (s *Store) Claim(ctx context.Context, p *idem.ClaimParams) (*idem.Claim, er
 	defer s.mu.Unlock()
 	old, exists := s.records[k]
 	switch {
-	case !exists || (old.State != idem.StatePending && old.Expired(p.Now)):
+	case !exists || old.Expired(p.Now): // a pending record never expires
 		token := p.Now.UnixMicro()
 		if exists && old.Token >= token {
 			token = old.Token + 1

@@ -129,7 +129,7 @@ func (s *Store) fence(ctx context.Context, tx *sql.Tx, l idem.Lease) error {
 // the same fingerprint (a takeover).
 func claimable(rec *idem.Record, fingerprint string, now time.Time) (fresh, takeover bool) {
 	switch {
-	case rec == nil || (rec.State != idem.StatePending && rec.Expired(now)):
+	case rec == nil || rec.Expired(now): // a pending record never expires
 		return true, false
 	case rec.State == idem.StatePending && now.Compare(rec.LeaseUntil) >= 0 && rec.Fingerprint == fingerprint:
 		return false, true

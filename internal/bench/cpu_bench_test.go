@@ -15,22 +15,23 @@ import (
 
 // BenchmarkTransferCPU says where the cost of a first execution goes, in
 // CPU time rather than throughput: per transfer answered 201, the CPU of
-// this process (the clients and the two services: HTTP, idem, pgx) and of
-// the PostgreSQL server (every process named postgres, read from /proc,
-// so the server must run on this host and serve nothing else meanwhile),
-// for POST /transfers without idem and with it, in alternating rounds of
-// one second (A B B A …) at 8 and at 32 clients, on a pool of 16 that both
-// services share (idem bench's default), and at 32 clients once more
-// without the connections pgstore reserves for probes (ProbeConns -1: at
-// 32 clients the pool is always exhausted, and every first execution then
-// probes before it waits). Run it with
+// this process (the clients and the services: HTTP, idem, pgx) and of the
+// PostgreSQL server (every process named postgres, read from /proc, so the
+// server must run on this host and serve nothing else meanwhile). It
+// rotates rounds of one second of POST /transfers without idem, with it,
+// and with it through a Guard whose in-process shortcuts (replay cache,
+// local in-flight refusals) are off; at 8 and at 32 clients on a pool of
+// 16 that the services share (idem bench's default), and at 32 clients
+// once more without the connections pgstore reserves for probes
+// (ProbeConns -1: at 32 clients the pool is always exhausted, and every
+// first execution then probes before it waits). Run it with
 //
 //	go test -run '^$' -bench TransferCPU -benchtime 6x ./internal/bench/
 //
-// where -benchtime Nx is the number of round pairs. On a machine whose
-// cores the clients, the services and the database share, the ratio of
-// the total CPU per transfer bounds the throughput ratio of idem bench's
-// overhead scenario (docs/BENCHMARKS.md).
+// where -benchtime Nx is the number of rounds of each variant. On a
+// machine whose cores the clients, the services and the database share,
+// the ratio of the total CPU per transfer bounds the throughput ratio of
+// idem bench's overhead scenario (docs/BENCHMARKS.md).
 func BenchmarkTransferCPU(b *testing.B) {
 	pgtest.Require(b)
 	if serverCPU() == 0 {
@@ -73,19 +74,18 @@ func benchTransferCPU(b *testing.B, clients, probeConns int) {
 	}
 	plain := &variant{name: "plain", do: r.transferOp(r.plain.URL, ks, false), t: newTally("plain")}
 	withIdem := &variant{name: "idem", do: r.transferOp(r.idem.URL, ks, false), t: newTally("idem")}
+	storeOnly := &variant{name: "idem-shortcuts-off", do: r.transferOp(r.storeOnly.URL, ks, false), t: newTally("idem-shortcuts-off")}
+	variants := []*variant{plain, withIdem, storeOnly}
 	// One unmeasured round each fills the pools and the statement caches.
-	for _, v := range []*variant{plain, withIdem} {
+	for _, v := range variants {
 		if err := round(ctx, newTally(v.name), clients, time.Second, false, v.do); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ResetTimer()
 	for i := range b.N {
-		order := []*variant{plain, withIdem}
-		if i%2 == 1 {
-			order = []*variant{withIdem, plain}
-		}
-		for _, v := range order {
+		k := i % len(variants)
+		for _, v := range append(variants[k:len(variants):len(variants)], variants[:k]...) {
 			c0, s0 := processCPU(), serverCPU()
 			if err := round(ctx, v.t, clients, time.Second, true, v.do); err != nil {
 				b.Fatal(err)
@@ -98,8 +98,8 @@ func benchTransferCPU(b *testing.B, clients, probeConns int) {
 	if p := r.problemList(); len(p) > 0 {
 		b.Fatal(p[0])
 	}
-	var total [2]float64
-	for i, v := range []*variant{plain, withIdem} {
+	var total [3]float64
+	for i, v := range variants {
 		n := v.t.variant().Requests
 		if n == 0 {
 			b.Fatalf("%s: no transfer answered 201", v.name)
@@ -111,6 +111,7 @@ func benchTransferCPU(b *testing.B, clients, probeConns int) {
 		total[i] = client + server
 	}
 	b.ReportMetric(total[0]/total[1], "plain/idem-cpu")
+	b.ReportMetric(total[0]/total[2], "plain/idem-shortcuts-off-cpu")
 }
 
 // processCPU is the user and system CPU this process has used.

@@ -165,10 +165,7 @@ func (r *runner) overhead(ctx context.Context, rep *Report) error {
 		cmp := Comparison{Scenario: "overhead", Concurrency: c, Base: plain.variant(), Subject: withIdem.variant()}
 		cmp.Ratio = ratio(cmp.Subject.ReqPerSec, cmp.Base.ReqPerSec)
 		pg := r.b.kind == "postgres"
-		note := ""
-		if !pg {
-			note = "PostgreSQL"
-		}
+		var note string
 		// The bar is set at 8 and at 32 clients (docs/DESIGN.md#bars):
 		// from 8 on, it applies.
 		switch {

@@ -14,7 +14,6 @@ package pgschema
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -170,11 +169,11 @@ LEFT JOIN ` + n.Table + ` AS r ON r.scope = $2 AND r.key = $3`,
 // idleSetting is the expression that sets idle_in_transaction_session_timeout
 // to idle for the transaction, or an empty text for a negative idle.
 func idleSetting(idle time.Duration) string {
-	if idle <= 0 {
+	ms := idleMs(idle)
+	if ms == "" {
 		return `''::text`
 	}
-	ms := (idle + time.Millisecond - 1) / time.Millisecond
-	return `set_config('idle_in_transaction_session_timeout', '` + strconv.FormatInt(int64(ms), 10) + `', true)`
+	return `set_config('idle_in_transaction_session_timeout', '` + ms + `', true)`
 }
 
 // ConnCheck remembers whether the server has client_connection_check_interval.
