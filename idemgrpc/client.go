@@ -2,11 +2,10 @@ package idemgrpc
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemclient"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -32,9 +31,7 @@ func KeyFrom(ctx context.Context) (string, bool) {
 // NewKey returns a new random key: 128 bits from crypto/rand as 32
 // lowercase hexadecimal characters.
 func NewKey() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return idemclient.RandomKey()
 }
 
 // ClientConfig configures UnaryClientInterceptor. The zero value, and a nil

@@ -77,9 +77,7 @@ func loadPlan(path string, f checkFlags) ([]checkTarget, error) {
 		}
 		set(&ef.method, pe.Method)
 		set(&ef.keyHeader, pe.KeyHeader)
-		set(&ef.effectsURL, pe.EffectsURL)
 		set(&ef.effectsPath, pe.EffectsPath)
-		set(&ef.effectsCmd, pe.EffectsCmd)
 		if pe.EffectsURL != "" || pe.EffectsCmd != "" {
 			// The endpoint's own way to count replaces the flags'.
 			ef.effectsURL, ef.effectsPath, ef.effectsCmd = pe.EffectsURL, pe.EffectsPath, pe.EffectsCmd

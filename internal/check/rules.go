@@ -181,10 +181,7 @@ func (r *runner) concurrent(ctx context.Context) error {
 	}
 	r.res.note("%d requests with one key released together, answered within %.0f ms: %s", n, lastEnd-firstStart, tally(statuses))
 	r.res.note("%d distinct 2xx answers; %d marked Idempotent-Replayed: true; %d × 409 without Retry-After", len(bodies), replays, noRetryAfter)
-	execs := int64(r.execs(ok...))
-	if r.e.Effects != nil {
-		execs = delta
-	}
+	unmarked := len(ok) - replays
 	switch {
 	case errs > 0:
 		r.res.set(Fail, "%d of %d requests got no answer: %s", errs, n, noAnswer(xs...))
@@ -200,8 +197,8 @@ func (r *runner) concurrent(ctx context.Context) error {
 		r.res.set(Fail, "none of %d concurrent requests was answered 2xx (%s): the one that runs must answer", n, tally(statuses))
 	case fives > 0:
 		r.res.set(Fail, "%d × 5xx among %d concurrent duplicates (%s): a duplicate must be answered 409 or replayed", fives, n, tally(statuses))
-	case r.e.Effects == nil && !r.distinct && execs > 1:
-		r.res.set(Warn, "%d identical 2xx answers not marked as replays, and answers do not tell executions apart: whether it ran more than once cannot be told without an effects counter", execs)
+	case r.e.Effects == nil && !r.distinct && unmarked > 1:
+		r.res.set(Warn, "%d identical 2xx answers not marked as replays, and answers do not tell executions apart: whether it ran more than once cannot be told without an effects counter", unmarked)
 	case others > 0:
 		r.res.set(Warn, "one effect (%s), but %d answers were neither 409 nor the replay (%s)", r.how(), others, tally(statuses))
 	case noRetryAfter > 0:
@@ -297,7 +294,7 @@ func (r *runner) reordered(ctx context.Context) error {
 	if _, err := r.counted(ctx, false); err != nil {
 		return err
 	}
-	ranAgain := re.ok() && !re.same(first) && (r.e.Effects != nil || r.distinct)
+	ranAgain := re.ok() && !re.same(first) && r.distinct
 	if r.e.Effects != nil {
 		ranAgain = mid-before != 0
 	}
@@ -437,10 +434,6 @@ func (r *runner) otherPrincipal(ctx context.Context) error {
 	}
 	a2 = r.withKey(ctx, "principal 1 again", k, false, r.e.Body)
 	r.res.note("%s", a2)
-	own := b.ok() && !b.marked() && (!b.same(a) || (r.e.Effects != nil && delta == 1))
-	if r.e.Effects != nil && delta != 1 {
-		own = false
-	}
 	switch {
 	case b.Error != "" || a2.Error != "":
 		r.res.set(Fail, "no answer: %s", noAnswer(b, a2))
@@ -458,7 +451,7 @@ func (r *runner) otherPrincipal(ctx context.Context) error {
 		r.res.set(Fail, "the second principal was answered %d", b.Status)
 	case !b.ok():
 		r.res.set(Warn, "the second principal was answered %d: isolation not checked", b.Status)
-	case !own:
+	case r.e.Effects == nil && b.same(a):
 		r.res.set(Warn, "the second principal got the same bytes as the first, unmarked, and answers do not tell executions apart: whether it ran on its own cannot be told without an effects counter")
 	case a2.ok() && a2.same(b) && !b.same(a):
 		r.res.set(Fail, "the first principal's retry received the second principal's response (sha256 %s)", a2.Digest)

@@ -216,31 +216,6 @@ func (r *runner) probe(ctx context.Context, rep *Report) error {
 	return nil
 }
 
-// execs describes how many executions the answers xs show, inferred:
-// their distinct 2xx answers, or, when bodies do not tell executions
-// apart, their 2xx answers not marked as replays.
-func (r *runner) execs(xs ...Exchange) int {
-	seen := map[[32]byte]bool{}
-	n, ok := 0, 0
-	for _, x := range xs {
-		if !x.ok() {
-			continue
-		}
-		ok++
-		switch {
-		case r.distinct && !seen[x.sum]:
-			seen[x.sum] = true
-			n++
-		case !r.distinct && !x.marked():
-			n++
-		}
-	}
-	if n == 0 && ok > 0 {
-		n = 1 // every 2xx claims to be a replay: of one execution at least
-	}
-	return n
-}
-
 // noAnswer returns the exchanges that got no answer, as one string.
 func noAnswer(xs ...Exchange) string {
 	var s []string
