@@ -67,7 +67,6 @@ func Run[T any](ctx context.Context, g *idem.Guard, cfg *Config, items []Item[T]
 	}
 	r := &runner[T]{g: g, cfg: c, apply: apply}
 	rep := &Report{BatchID: c.BatchID, Items: make([]ItemReport, len(items))}
-	ran := make([]bool, len(items))
 	var (
 		next atomic.Int64
 		mu   sync.Mutex // guards rep.Counts, done, and the calls of Progress
@@ -82,7 +81,7 @@ func Run[T any](ctx context.Context, g *idem.Guard, cfg *Config, items []Item[T]
 					return
 				}
 				ir := r.item(ctx, items[i])
-				rep.Items[i], ran[i] = ir, true
+				rep.Items[i] = ir
 				mu.Lock()
 				rep.add(ir.Outcome)
 				done++
@@ -96,7 +95,7 @@ func Run[T any](ctx context.Context, g *idem.Guard, cfg *Config, items []Item[T]
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		for i, it := range items {
-			if !ran[i] {
+			if rep.Items[i].ID == "" { // not run: r.item reports every item with its (non-empty) ID
 				rep.Items[i] = ItemReport{ID: it.ID, Outcome: Failed, Reason: "not run: " + err.Error(), Err: err}
 				rep.add(Failed)
 			}

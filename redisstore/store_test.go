@@ -7,13 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/redistest"
 	"github.com/idemkit/idem/redisstore"
 )
 
 func TestConfigIsValidated(t *testing.T) {
-	c := redistest.Client(t) // New sends nothing; any client does
+	// New sends nothing, so no server need answer: any client does.
+	c := redis.NewClient(&redis.Options{Addr: redistest.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
 	for _, tc := range []struct {
 		name  string
 		cfg   redisstore.Config

@@ -187,10 +187,7 @@ func runCompleter(ctx context.Context, c *idem.Completer, interval time.Duration
 // startCompleter runs the completer of l in the background and returns a
 // function that stops it and waits for its pass to end.
 func startCompleter(ctx context.Context, l *idem.Leased, interval, reportAfter time.Duration, m *completerMetrics, log *slog.Logger) (stop func(), err error) {
-	if interval <= 0 {
-		return nil, errors.New("the completer's interval must be positive")
-	}
-	c, err := idem.NewCompleter(l, &idem.CompleterConfig{Interval: interval, ReportAfter: reportAfter, Logger: log, Observe: m.observe})
+	c, err := idem.NewCompleter(l, &idem.CompleterConfig{ReportAfter: reportAfter, Logger: log, Observe: m.observe})
 	if err != nil {
 		return nil, err
 	}

@@ -149,21 +149,12 @@ func writeImportFile(t *testing.T, n int) *importFile {
 // and standard error.
 func runImport(t *testing.T, args ...string) (importSummary, int, string) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(binary, append([]string{"import", "--json"}, args...)...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	stdout, code, stderr := runImportText(t, append([]string{"--json"}, args...)...)
 	var sum importSummary
-	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
-		t.Fatalf("idem import %v: exit %d, summary %v:\n%s\n%s", args, code, err, stdout.String(), stderr.String())
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
+		t.Fatalf("idem import %v: exit %d, summary %v:\n%s\n%s", args, code, err, stdout, stderr)
 	}
-	return sum, code, stderr.String()
+	return sum, code, stderr
 }
 
 // killImportAt starts idem import and kills it with SIGKILL once the ledger

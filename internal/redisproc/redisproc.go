@@ -61,8 +61,8 @@ type Server struct {
 	cmd *exec.Cmd
 }
 
-// Require returns the paths of redis-server and redis-cli, or skips t
-// (fails it under CI=true) when one is missing.
+// Require skips t (fails it under CI=true) when redis-server or
+// redis-cli is not installed.
 func Require(t testing.TB) {
 	t.Helper()
 	for _, bin := range []string{"redis-server", "redis-cli"} {
@@ -151,6 +151,13 @@ func (s *Server) start() error {
 // Client returns a new client of the server (with its Password).
 func (s *Server) Client() *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: s.Addr(), Password: s.opts.Password, MaxRetries: -1})
+}
+
+// running reports whether the server's process is running (not killed).
+func (s *Server) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
 }
 
 // Kill kills the server (its process group) with SIGKILL and reaps it. It
@@ -279,9 +286,7 @@ func (cl *Cluster) WaitOK(ctx context.Context) error {
 func (cl *Cluster) ok(ctx context.Context) error {
 	running := map[string]bool{}
 	for _, s := range cl.Nodes {
-		s.mu.Lock()
-		running[s.Addr()] = s.cmd != nil
-		s.mu.Unlock()
+		running[s.Addr()] = s.running()
 	}
 	for _, s := range cl.Nodes {
 		if !running[s.Addr()] {
@@ -329,10 +334,7 @@ func (cl *Cluster) ok(ctx context.Context) error {
 // Describe returns CLUSTER NODES as a running node sees it, for messages.
 func (cl *Cluster) Describe(ctx context.Context) string {
 	for _, s := range cl.Nodes {
-		s.mu.Lock()
-		running := s.cmd != nil
-		s.mu.Unlock()
-		if !running {
+		if !s.running() {
 			continue
 		}
 		c := s.Client()
@@ -347,14 +349,6 @@ func (cl *Cluster) Describe(ctx context.Context) string {
 		}
 	}
 	return "no node answers"
-}
-
-// Client returns a cluster client of the cluster, closed when t ends.
-func (cl *Cluster) Client(t testing.TB) *redis.ClusterClient {
-	t.Helper()
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), Password: cl.Nodes[0].opts.Password})
-	t.Cleanup(func() { _ = c.Close() })
-	return c
 }
 
 // MasterOf returns the node that serves key's slot as a master now.
