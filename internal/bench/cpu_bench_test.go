@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/internal/servertest"
 )
 
 // BenchmarkTransferCPU says where the cost of a first execution goes, in
@@ -35,7 +37,7 @@ import (
 func BenchmarkTransferCPU(b *testing.B) {
 	pgtest.Require(b)
 	if serverCPU() == 0 {
-		b.Skip("no postgres process in /proc: the server's CPU can only be read on its own host")
+		servertest.Missing(b, "BenchmarkTransferCPU", errors.New("no postgres process in /proc: the server's CPU can only be read on its own host"))
 	}
 	for _, v := range []struct {
 		name       string

@@ -70,6 +70,18 @@ type Comparison struct {
 	Bar         Bar     `json:"bar"`
 }
 
+// namedStorm is a storm scenario and its name in the tables.
+type namedStorm struct {
+	name string
+	st   *Storm // nil when the scenario did not run (storm-two on SQLite)
+}
+
+// storms returns the storm scenarios of rep in the order the tables show
+// them.
+func (rep *Report) storms() []namedStorm {
+	return []namedStorm{{"storm", &rep.Storm}, {"storm-store", &rep.StormStore}, {"storm-two", rep.StormTwo}}
+}
+
 // Storm is the duplicate-storm scenario.
 type Storm struct {
 	Storms    int `json:"storms"`

@@ -40,11 +40,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 				fmt.Sprintf("%.2f× req/s\t%s\t%s", cmp.Ratio, cmp.Bar, cmp.Bar.Verdict()))
 		}
 	}
-	storms := []struct {
-		name string
-		st   *Storm
-	}{{"storm", &rep.Storm}, {"storm-store", &rep.StormStore}, {"storm-two", rep.StormTwo}}
-	for _, v := range storms {
+	for _, v := range rep.storms() {
 		if v.st == nil {
 			continue
 		}
@@ -57,7 +53,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 	}
 
 	fmt.Fprintln(w)
-	for _, v := range storms {
+	for _, v := range rep.storms() {
 		if v.st == nil {
 			fmt.Fprintf(w, "%s: %s\n", v.name, rep.StormTwoNote)
 			continue
@@ -108,10 +104,7 @@ func errorStatuses(rep *Report) string {
 		add(fmt.Sprintf("%s c=%d", c.Scenario, c.Concurrency), c.Base, "201")
 		add(fmt.Sprintf("%s c=%d", c.Scenario, c.Concurrency), c.Subject, "201 replayed")
 	}
-	for _, v := range []struct {
-		name string
-		st   *Storm
-	}{{"storm", &rep.Storm}, {"storm-store", &rep.StormStore}, {"storm-two", rep.StormTwo}} {
+	for _, v := range rep.storms() {
 		if v.st != nil {
 			add(v.name, v.st.Reads, "200")
 			add(v.name, v.st.Answers, "409", "201 replayed")
@@ -165,10 +158,7 @@ func WriteSummary(w io.Writer, reps []*Report) error {
 				find(c.Scenario, strconv.Itoa(c.Concurrency), c.Bar.String()).cells[i] = cell(c.Ratio, c.Bar, "req/s")
 			}
 		}
-		for _, v := range []struct {
-			name string
-			st   *Storm
-		}{{"storm", &rep.Storm}, {"storm-store", &rep.StormStore}, {"storm-two", rep.StormTwo}} {
+		for _, v := range rep.storms() {
 			l := find(v.name, "100", "≤ 1.5 (p99); one effect per key")
 			if v.st == nil {
 				l.cells[i] = "n/a"
