@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/idemhttp"
-	"github.com/idemkit/idem/internal/httpsyntax"
+	"github.com/idemkit/idem/internal/httpwire"
 )
 
 // Config configures a Client. The zero value, and a nil *Config, mean
@@ -190,7 +190,7 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.Header == "" {
 		out.Header = idemhttp.DefaultHeader
-	} else if !httpsyntax.IsToken(out.Header) {
+	} else if !httpwire.IsToken(out.Header) {
 		return out, fmt.Errorf("idemclient: Config.Header %q is not a valid header name", out.Header)
 	}
 	if out.HTTPClient == nil {

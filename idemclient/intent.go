@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/httpsyntax"
+	"github.com/idemkit/idem/internal/httpwire"
 )
 
 // An Intent is one thing the application decided to do, such as one
@@ -48,7 +48,7 @@ func (in *Intent) validate() error {
 	if err := idem.ValidateKey(in.Key); err != nil {
 		return fmt.Errorf("idemclient: Intent.Key: %w", err)
 	}
-	if !httpsyntax.IsToken(in.Method) {
+	if !httpwire.IsToken(in.Method) {
 		return fmt.Errorf("idemclient: Intent.Method %q is not a valid method", in.Method)
 	}
 	u, err := url.Parse(in.URL)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/idemgrpc"
-	"github.com/idemkit/idem/internal/transferrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -17,7 +16,7 @@ import (
 // retryPolicy is a service config whose retry policy retries Unavailable
 // and Aborted up to 5 attempts.
 const retryPolicy = `{"methodConfig": [{
-	"name": [{"service": "idem.transfers.v1.Transfers"}],
+	"name": [{"service": "idem.test.v1.Ledger"}],
 	"retryPolicy": {
 		"maxAttempts": 5,
 		"initialBackoff": "0.01s",
@@ -70,7 +69,7 @@ func TestClientRetryPolicyKeepsTheKey(t *testing.T) {
 			}
 			ctx := metadataCtx(t, "authorization", "Bearer ann")
 			var header metadata.MD
-			out, err := transferrpc.Transfer(ctx, e.conn, transferrpc.Request("alice", "bob", 100), grpc.Header(&header))
+			out, err := invokeTransfer(ctx, e.conn, transferRequest("alice", "bob", 100), grpc.Header(&header))
 			if err != nil {
 				t.Fatalf("the call failed after gRPC's retries: %v", err)
 			}
@@ -92,12 +91,12 @@ func TestClientRetryPolicyKeepsTheKey(t *testing.T) {
 			if got := e.balance("alice"); got != 900 {
 				t.Fatalf("alice = %d, want 900", got)
 			}
-			if transferrpc.Get(out, "id") != int64(1) {
-				t.Fatalf("answer id = %v, want the one transfer's id 1", transferrpc.Get(out, "id"))
+			if field(out, "id") != int64(1) {
+				t.Fatalf("answer id = %v, want the one transfer's id 1", field(out, "id"))
 			}
 
 			// A second call is a second intent: a new key, a second effect.
-			if _, err := transferrpc.Transfer(ctx, e.conn, transferrpc.Request("alice", "bob", 100)); err != nil {
+			if _, err := invokeTransfer(ctx, e.conn, transferRequest("alice", "bob", 100)); err != nil {
 				t.Fatal(err)
 			}
 			keys = e.seen()
@@ -119,7 +118,7 @@ func TestClientWithKey(t *testing.T) {
 	ctx := idemgrpc.WithKey(metadataCtx(t, "authorization", "Bearer ann"), `intent"1"`)
 	for i := range 2 {
 		var header metadata.MD
-		if _, err := transferrpc.Transfer(ctx, e.conn, transferrpc.Request("alice", "bob", 100), grpc.Header(&header)); err != nil {
+		if _, err := invokeTransfer(ctx, e.conn, transferRequest("alice", "bob", 100), grpc.Header(&header)); err != nil {
 			t.Fatal(err)
 		}
 		if got := replayed(header); got != (i == 1) {
@@ -127,7 +126,7 @@ func TestClientWithKey(t *testing.T) {
 		}
 	}
 	explicit := metadata.AppendToOutgoingContext(ctx, idemgrpc.MetadataKey, "own")
-	if _, err := transferrpc.Transfer(explicit, e.conn, transferrpc.Request("alice", "bob", 100)); err != nil {
+	if _, err := invokeTransfer(explicit, e.conn, transferRequest("alice", "bob", 100)); err != nil {
 		t.Fatal(err)
 	}
 	keys := e.seen()
@@ -138,7 +137,7 @@ func TestClientWithKey(t *testing.T) {
 		t.Fatalf("alice = %d, want 800", got)
 	}
 	bad := idemgrpc.WithKey(ctx, "")
-	if _, err := transferrpc.Transfer(bad, e.conn, transferrpc.Request("alice", "bob", 100)); status.Code(err) != codes.InvalidArgument {
+	if _, err := invokeTransfer(bad, e.conn, transferRequest("alice", "bob", 100)); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("empty key: %v, want InvalidArgument", err)
 	}
 	if len(e.seen()) != 3 {

@@ -2,11 +2,8 @@ package idemgrpc_test
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,8 +14,6 @@ import (
 	"github.com/idemkit/idem/idemgrpc"
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/internal/pgtest"
-	"github.com/idemkit/idem/internal/transferrpc"
-	"github.com/idemkit/idem/internal/transfers"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
 	"google.golang.org/grpc"
@@ -30,41 +25,40 @@ import (
 
 type backend struct {
 	name string
-	open func(t *testing.T) (idem.Store, *transfers.Database)
+	open func(t *testing.T) (idem.Store, *ledger)
 }
 
 func backends() []backend {
 	return []backend{
 		{"SQLite", openSQLite},
-		{"Postgres", func(t *testing.T) (idem.Store, *transfers.Database) {
+		{"Postgres", func(t *testing.T) (idem.Store, *ledger) {
 			schema, dsn := pgtest.Schema(t)
 			s, err := pgstore.Open(context.Background(), dsn, &pgstore.Config{Schema: schema})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { s.Close() })
-			return s, transfers.Postgres(s)
+			return s, pgLedger(t, s)
 		}},
 	}
 }
 
-func openSQLite(t *testing.T) (idem.Store, *transfers.Database) {
+func openSQLite(t *testing.T) (idem.Store, *ledger) {
 	s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "bank.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s, transfers.SQLite(s)
+	return s, sqliteLedger(t, s)
 }
 
-// env is a transfers service behind a real gRPC server on 127.0.0.1, with
-// the demo's authentication (metadata "authorization: Bearer <name>")
-// before the idempotency interceptor.
+// env is the test ledger (fixture_test.go) behind a real gRPC server on
+// 127.0.0.1, with an authentication (metadata "authorization: Bearer
+// <name>") before the idempotency interceptor.
 type env struct {
 	t      *testing.T
 	store  idem.Store
-	svc    *transfers.Service
-	rpc    *transferrpc.Server
+	rpc    *ledger
 	conn   *grpc.ClientConn
 	events *events
 
@@ -76,7 +70,7 @@ type options struct {
 	cfg      func(*idemgrpc.Config)
 	outer    grpc.UnaryServerInterceptor // runs first, before authentication
 	dial     []grpc.DialOption
-	open     func(t *testing.T) (idem.Store, *transfers.Database)
+	open     func(t *testing.T) (idem.Store, *ledger)
 	accounts map[string]int64
 }
 
@@ -85,16 +79,12 @@ func setup(t *testing.T, o options) *env {
 	if o.open == nil {
 		o.open = openSQLite
 	}
-	store, db := o.open(t)
+	store, l := o.open(t)
 	guard, err := idem.New(store, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := transfers.New(context.Background(), db, &transfers.Config{Guard: guard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, store: store, svc: svc, rpc: &transferrpc.Server{Service: svc}, events: &events{}}
+	e := &env{t: t, store: store, rpc: l, events: &events{}}
 	accounts := o.accounts
 	if accounts == nil {
 		accounts = map[string]int64{"alice": 1000, "bob": 0}
@@ -103,7 +93,7 @@ func setup(t *testing.T, o options) *env {
 		e.setBalance(id, balance)
 	}
 	cfg := &idemgrpc.Config{
-		Methods:  map[string]idemgrpc.MethodOptions{transferrpc.TransferMethod: {}},
+		Methods:  map[string]idemgrpc.MethodOptions{transferMethod: {}},
 		Observer: e.events,
 		Logger:   slog.New(slog.DiscardHandler),
 	}
@@ -120,7 +110,7 @@ func setup(t *testing.T, o options) *env {
 	}
 	chain = append(chain, authenticate, interceptor.Unary)
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(chain...))
-	srv.RegisterService(&transferrpc.ServiceDesc, e.rpc)
+	srv.RegisterService(&ledgerDesc, e.rpc)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +142,7 @@ func (e *env) seen() []string {
 	return append([]string(nil), e.attempts...)
 }
 
-// authenticate is the demo's authentication as an interceptor.
+// authenticate names the principal after the bearer token, as a test may.
 func authenticate(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	if v := md.Get("authorization"); len(v) == 1 {
@@ -178,7 +168,7 @@ func (e *env) call(principal, key string, from, to string, amount int64) (*dynam
 	}
 	ctx = metadata.AppendToOutgoingContext(ctx, pairs...)
 	var header, trailer metadata.MD
-	out, err := transferrpc.Transfer(ctx, e.conn, transferrpc.Request(from, to, amount), grpc.Header(&header), grpc.Trailer(&trailer))
+	out, err := invokeTransfer(ctx, e.conn, transferRequest(from, to, amount), grpc.Header(&header), grpc.Trailer(&trailer))
 	return out, metadata.Join(header, trailer), err
 }
 
@@ -187,39 +177,29 @@ func replayed(md metadata.MD) bool {
 	return len(v) > 0 && v[0] == "true"
 }
 
-func (e *env) http(method, path, body string) *httptest.ResponseRecorder {
-	e.t.Helper()
-	w := httptest.NewRecorder()
-	e.svc.ServeHTTP(w, httptest.NewRequestWithContext(context.Background(), method, path, strings.NewReader(body)))
-	return w
-}
-
 func (e *env) setBalance(id string, balance int64) {
 	e.t.Helper()
-	b, _ := json.Marshal(map[string]int64{"balance": balance})
-	if w := e.http(http.MethodPut, "/accounts/"+id, string(b)); w.Code != http.StatusOK {
-		e.t.Fatalf("PUT /accounts/%s: %d %s", id, w.Code, w.Body)
+	if err := e.rpc.setOpening(context.Background(), id, balance); err != nil {
+		e.t.Fatal(err)
 	}
 }
 
 func (e *env) balance(id string) int64 {
 	e.t.Helper()
-	w := e.http(http.MethodGet, "/accounts/"+id, "")
-	var a struct{ Balance int64 }
-	if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &a) != nil {
-		e.t.Fatalf("GET /accounts/%s: %d %s", id, w.Code, w.Body)
+	b, err := e.rpc.balance(context.Background(), e.rpc.db, id)
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	return a.Balance
+	return b
 }
 
 func (e *env) transfers() int {
 	e.t.Helper()
-	w := e.http(http.MethodGet, "/transfers", "")
-	var l struct{ Count int }
-	if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &l) != nil {
-		e.t.Fatalf("GET /transfers: %d %s", w.Code, w.Body)
+	n, err := e.rpc.count(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	return l.Count
+	return int(n)
 }
 
 // events collects what the interceptor tells its observer.

@@ -12,7 +12,6 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemgrpc"
 	"github.com/idemkit/idem/idemhttp"
-	"github.com/idemkit/idem/internal/transferrpc"
 	"github.com/idemkit/idem/memstore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -43,10 +42,10 @@ func TestTransferRunsOnceAndIsReplayed(t *testing.T) {
 				if !replayed(md) {
 					t.Fatalf("retry not marked %s: true; header %v", idemgrpc.ReplayedKey, md)
 				}
-				if got, want := transferrpc.Get(again, "id"), transferrpc.Get(first, "id"); got != want {
+				if got, want := field(again, "id"), field(first, "id"); got != want {
 					t.Fatalf("replayed id = %v, want %v", got, want)
 				}
-				if got, want := transferrpc.Get(again, "created_at"), transferrpc.Get(first, "created_at"); got != want {
+				if got, want := field(again, "created_at"), field(first, "created_at"); got != want {
 					t.Fatalf("replayed created_at = %v, want %v", got, want)
 				}
 			}
@@ -264,7 +263,7 @@ func TestTwoKeyValuesAreInvalid(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{})
 	ctx := metadataCtx(t, "authorization", "Bearer ann", idemgrpc.MetadataKey, "a", idemgrpc.MetadataKey, "b")
-	_, err := transferrpc.Transfer(ctx, e.conn, transferrpc.Request("alice", "bob", 100))
+	_, err := invokeTransfer(ctx, e.conn, transferRequest("alice", "bob", 100))
 	if status.Code(err) != codes.InvalidArgument || idemgrpc.Reason(err) != idemgrpc.ReasonInvalidKey {
 		t.Fatalf("two values: %v", err)
 	}
@@ -288,7 +287,7 @@ func TestScopes(t *testing.T) {
 	t.Run("AnonymousMethod", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t, options{cfg: func(c *idemgrpc.Config) {
-			c.Methods[transferrpc.TransferMethod] = idemgrpc.MethodOptions{Anonymous: true}
+			c.Methods[transferMethod] = idemgrpc.MethodOptions{Anonymous: true}
 		}})
 		if _, _, err := e.call("", "k1", "alice", "bob", 100); err != nil {
 			t.Fatal(err)
@@ -316,7 +315,7 @@ func TestScopes(t *testing.T) {
 func TestOptionalMethod(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{cfg: func(c *idemgrpc.Config) {
-		c.Methods[transferrpc.TransferMethod] = idemgrpc.MethodOptions{Optional: true}
+		c.Methods[transferMethod] = idemgrpc.MethodOptions{Optional: true}
 	}})
 	_, _, err := e.call("ann", "", "alice", "bob", 100)
 	// Unprotected: the handler runs outside any idem transaction, which
@@ -382,7 +381,7 @@ func TestObserverEvent(t *testing.T) {
 		t.Fatalf("%d events, want 2", len(e.events.list))
 	}
 	got := e.events.list[1]
-	want := idemhttp.Event{Outcome: idemhttp.OutcomeMismatch, Method: idemgrpc.EventMethod, Route: transferrpc.TransferMethod,
+	want := idemhttp.Event{Outcome: idemhttp.OutcomeMismatch, Method: idemgrpc.EventMethod, Route: transferMethod,
 		Status: int(codes.FailedPrecondition), KeyHash: idemhttp.KeyHash("k1"), Duration: got.Duration,
 		ReplayCache: idem.CacheHit} // the mismatch was answered from the Guard's memory
 	if got != want || got.Duration <= 0 {

@@ -11,7 +11,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/idemkit/idem/internal/httpbody"
+	"github.com/idemkit/idem/internal/httpwire"
 )
 
 var (
@@ -28,9 +28,9 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
-	b, err := httpbody.Read(r.Body, r.ContentLength, limit)
+	b, err := httpwire.ReadBody(r.Body, r.ContentLength, limit)
 	if err != nil {
-		if errors.Is(err, httpbody.ErrTooLarge) {
+		if errors.Is(err, httpwire.ErrBodyTooLarge) {
 			return nil, errRequestTooLarge
 		}
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {

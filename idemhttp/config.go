@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/httpsyntax"
+	"github.com/idemkit/idem/internal/httpwire"
 )
 
 // Config configures a Middleware. The zero value, and a nil *Config, mean
@@ -226,20 +226,20 @@ func (c *Config) validate() error {
 		return errors.New("idemhttp: Config.Methods is empty; leave it nil for the default")
 	}
 	for _, m := range c.Methods {
-		if !httpsyntax.IsToken(m) {
+		if !httpwire.IsToken(m) {
 			return fmt.Errorf("idemhttp: Config.Methods: %q is not a method", m)
 		}
 	}
-	if !httpsyntax.IsToken(c.Header) {
+	if !httpwire.IsToken(c.Header) {
 		return fmt.Errorf("idemhttp: Config.Header: %q is not a header name", c.Header)
 	}
 	for _, h := range c.FingerprintHeaders {
-		if !httpsyntax.IsToken(h) {
+		if !httpwire.IsToken(h) {
 			return fmt.Errorf("idemhttp: Config.FingerprintHeaders: %q is not a header name", h)
 		}
 	}
 	for _, h := range c.RecordHeaders {
-		if !httpsyntax.IsToken(h) {
+		if !httpwire.IsToken(h) {
 			return fmt.Errorf("idemhttp: Config.RecordHeaders: %q is not a header name", h)
 		}
 		for _, n := range neverRecorded {

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/transfers"
+	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
 	"github.com/jackc/pgx/v5/pgxpool"

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idemkit/idem/internal/bench"
+	"github.com/idemkit/idem/cmd/idem/internal/bench"
 )
 
 type benchCommand struct {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/transfers"
+	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 )
 
 const completeSynopsis = `complete [-db idem.db | postgres://… | redis://… -ledger idem.db | postgres://…] -provider URL [-lease 30s] [-provider-timeout 2s] [-ttl 24h] [-report-after 15m]

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/internal/transfers"
+	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 )
 
 // The helpers of the idem serve -consume end-to-end tests

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/idemkit/idem/internal/demo"
+	"github.com/idemkit/idem/cmd/idem/internal/demo"
 )
 
 type demoCommand struct {

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/demo"
+	"github.com/idemkit/idem/cmd/idem/internal/demo"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/sqlitestore"

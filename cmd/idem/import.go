@@ -16,7 +16,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/batch"
-	"github.com/idemkit/idem/internal/transfers"
+	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 )
 
 const importSynopsis = `import [-db idem.db | postgres://…] [-batch ID] [-concurrency N] [-ttl 720h] [--json] FILE.csv

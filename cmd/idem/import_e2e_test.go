@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/batch"
+	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 	"github.com/idemkit/idem/internal/pgtest"
-	"github.com/idemkit/idem/internal/transfers"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
 )

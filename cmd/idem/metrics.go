@@ -2,9 +2,9 @@ package main
 
 import (
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 	"github.com/idemkit/idem/idemhttp/idemprom"
 	"github.com/idemkit/idem/inbox"
-	"github.com/idemkit/idem/internal/transfers"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/fakeprovider"
+	"github.com/idemkit/idem/cmd/idem/internal/fakeprovider"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/internal/redistest"
 )

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/internal/fakeprovider"
+	"github.com/idemkit/idem/cmd/idem/internal/fakeprovider"
 	"github.com/idemkit/idem/internal/redistest"
 )
 

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/inbox"
-	"github.com/idemkit/idem/internal/transfers"
 )
 
 // defaultPool is the default PostgreSQL pool size of idem serve. pgxpool's

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/transfers"
+	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 )
 
 // Config configures Run. The zero value, and a nil *Config, mean defaults.

@@ -1,6 +1,4 @@
-// Package httpsyntax holds the pieces of HTTP syntax that idem's HTTP
-// packages share.
-package httpsyntax
+package httpwire
 
 // IsToken reports whether s is an RFC 9110 token (section 5.6.2), the
 // syntax of method names and field names: one or more of the visible ASCII

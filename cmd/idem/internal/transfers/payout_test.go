@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/cmd/idem/internal/fakeprovider"
+	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 	"github.com/idemkit/idem/idemhttp"
-	"github.com/idemkit/idem/internal/fakeprovider"
-	"github.com/idemkit/idem/internal/transfers"
 )
 
 // payoutEnv is a transfers service with payouts to a fake provider.

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 	"github.com/idemkit/idem/internal/pgtest"
-	"github.com/idemkit/idem/internal/transfers"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/jackc/pgx/v5"
 )

@@ -9,7 +9,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/idemkit/idem/internal/httpbody"
+	"github.com/idemkit/idem/internal/httpwire"
 )
 
 // maxBody is the largest request body the service reads.
@@ -47,14 +47,14 @@ func (s *Service) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 		tooLarge(w, r)
 		return nil, false
 	}
-	body, err := httpbody.Read(r.Body, r.ContentLength, maxBody)
+	body, err := httpwire.ReadBody(r.Body, r.ContentLength, maxBody)
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		w.Header().Set("Connection", "close")
 		problem(w, http.StatusRequestTimeout, "request-timeout", "Request body too slow",
 			fmt.Sprintf("the request body did not arrive within %s; nothing was done", s.cfg.BodyTimeout))
 		return nil, false
-	case errors.Is(err, httpbody.ErrTooLarge):
+	case errors.Is(err, httpwire.ErrBodyTooLarge):
 		tooLarge(w, r)
 		return nil, false
 	case err != nil:

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/transfers"
+	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
 	"github.com/jackc/pgx/v5"

@@ -1,23 +1,21 @@
-// Package httpbody reads request bodies into memory with a bound, sized by
-// their Content-Length so that a body costs its own size and no more.
-package httpbody
+package httpwire
 
 import (
 	"errors"
 	"io"
 )
 
-// ErrTooLarge means the body is longer than the limit.
-var ErrTooLarge = errors.New("httpbody: body is too large")
+// ErrBodyTooLarge means the body is longer than the limit.
+var ErrBodyTooLarge = errors.New("httpwire: body is too large")
 
-// Read reads all of body, which must not be longer than limit bytes.
+// ReadBody reads all of body, which must not be longer than limit bytes.
 // contentLength is the request's Content-Length, or -1 when unknown: when
 // it is known, the buffer is allocated once at that size; otherwise it
 // grows as io.ReadAll's does. A body longer than limit, or longer than its
-// Content-Length said, fails with ErrTooLarge without being read further.
-func Read(body io.Reader, contentLength, limit int64) ([]byte, error) {
+// Content-Length said, fails with ErrBodyTooLarge without being read further.
+func ReadBody(body io.Reader, contentLength, limit int64) ([]byte, error) {
 	if contentLength > limit {
-		return nil, ErrTooLarge
+		return nil, ErrBodyTooLarge
 	}
 	if contentLength < 0 {
 		b, err := io.ReadAll(io.LimitReader(body, limit+1))
@@ -25,7 +23,7 @@ func Read(body io.Reader, contentLength, limit int64) ([]byte, error) {
 			return nil, err
 		}
 		if int64(len(b)) > limit {
-			return nil, ErrTooLarge
+			return nil, ErrBodyTooLarge
 		}
 		return b, nil
 	}
@@ -39,7 +37,7 @@ func Read(body io.Reader, contentLength, limit int64) ([]byte, error) {
 	for {
 		n, err := body.Read(extra)
 		if n > 0 {
-			return nil, ErrTooLarge
+			return nil, ErrBodyTooLarge
 		}
 		if err == io.EOF {
 			return b, nil

@@ -1,4 +1,4 @@
-package httpbody
+package httpwire
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"testing/iotest"
 )
 
-func TestRead(t *testing.T) {
+func TestReadBody(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name          string
@@ -20,17 +20,17 @@ func TestRead(t *testing.T) {
 	}{
 		{"Sized", "hello", 5, 10, "hello", nil},
 		{"SizedAtLimit", "hello", 5, 5, "hello", nil},
-		{"SizedOverLimit", "hello", 5, 4, "", ErrTooLarge},
-		{"LongerThanItsLength", "hello!", 5, 10, "", ErrTooLarge},
+		{"SizedOverLimit", "hello", 5, 4, "", ErrBodyTooLarge},
+		{"LongerThanItsLength", "hello!", 5, 10, "", ErrBodyTooLarge},
 		{"ShorterThanItsLength", "hell", 5, 10, "", io.ErrUnexpectedEOF},
 		{"Unsized", "hello", -1, 10, "hello", nil},
 		{"UnsizedAtLimit", "hello", -1, 5, "hello", nil},
-		{"UnsizedOverLimit", "hello", -1, 4, "", ErrTooLarge},
+		{"UnsizedOverLimit", "hello", -1, 4, "", ErrBodyTooLarge},
 		{"Empty", "", 0, 10, "", nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := Read(iotest.OneByteReader(strings.NewReader(tt.body)), tt.contentLength, tt.limit)
+			got, err := ReadBody(iotest.OneByteReader(strings.NewReader(tt.body)), tt.contentLength, tt.limit)
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 				t.Fatalf("err: got %v, want %v", err, tt.wantErr)
 			}
@@ -47,7 +47,7 @@ func TestReadAllocatesOnce(t *testing.T) {
 	r := strings.NewReader(body)
 	allocs := testing.AllocsPerRun(10, func() {
 		r.Reset(body)
-		b, err := Read(r, int64(len(body)), 1<<20)
+		b, err := ReadBody(r, int64(len(body)), 1<<20)
 		if err != nil || len(b) != len(body) {
 			t.Fatalf("Read: %d bytes, %v", len(b), err)
 		}

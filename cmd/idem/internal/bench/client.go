@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 	"github.com/idemkit/idem/idemhttp"
-	"github.com/idemkit/idem/internal/transfers"
 )
 
 // client sends the service's requests as one principal.

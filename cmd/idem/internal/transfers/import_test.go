@@ -15,7 +15,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/batch"
-	"github.com/idemkit/idem/internal/transfers"
+	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 	"github.com/idemkit/idem/sqlitestore"
 )
 

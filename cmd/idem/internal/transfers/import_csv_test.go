@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemkit/idem/internal/transfers"
+	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 )
 
 func TestParseImport(t *testing.T) {

@@ -1,4 +1,4 @@
-package httpsyntax
+package httpwire
 
 import (
 	"strings"

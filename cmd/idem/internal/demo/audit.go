@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/idemkit/idem/internal/transfers"
+	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 	"github.com/jackc/pgx/v5"
 )
 

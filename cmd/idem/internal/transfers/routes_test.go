@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 	"github.com/idemkit/idem/internal/pgtest"
-	"github.com/idemkit/idem/internal/transfers"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
 	"github.com/jackc/pgx/v5/pgconn"

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 	"github.com/idemkit/idem/inbox"
-	"github.com/idemkit/idem/internal/transfers"
 	"github.com/idemkit/idem/sqlitestore"
 	"github.com/jackc/pgx/v5"
 )
