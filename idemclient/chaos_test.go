@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemclient"
 )
 
@@ -178,7 +179,7 @@ type rekeyTransport struct{ next http.RoundTripper }
 
 func (t rekeyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	r.Header.Set("Idempotency-Key", idemclient.RandomKey())
+	r.Header.Set("Idempotency-Key", idem.RandomKey())
 	return t.next.RoundTrip(r)
 }
 

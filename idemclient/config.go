@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/internal/httpwire"
 )
@@ -197,7 +198,7 @@ func (c *Config) withDefaults() (Config, error) {
 		out.HTTPClient = &http.Client{}
 	}
 	if out.NewKey == nil {
-		out.NewKey = RandomKey
+		out.NewKey = idem.RandomKey
 	}
 	if out.MaxAttempts == 0 {
 		out.MaxAttempts = DefaultMaxAttempts

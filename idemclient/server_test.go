@@ -111,7 +111,7 @@ func newIdemHandler(t testing.TB, store idem.Store) http.Handler {
 	// The authentication layer of a real service: every caller here is
 	// one principal.
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, r.WithContext(idemhttp.WithPrincipal(r.Context(), "user:test")))
+		h.ServeHTTP(w, r.WithContext(idem.WithPrincipal(r.Context(), "user:test")))
 	})
 }
 

@@ -59,8 +59,8 @@ func Wrap(middleware func(http.Handler) http.Handler) echo.MiddlewareFunc {
 }
 
 // SetPrincipal hands the principal that authentication established to
-// idemhttp (idemhttp.WithPrincipal on the request's context). Call it in
+// idemhttp (idem.WithPrincipal on the request's context). Call it in
 // the authentication middleware, before Middleware.
 func SetPrincipal(c echo.Context, principal string) {
-	c.SetRequest(c.Request().WithContext(idemhttp.WithPrincipal(c.Request().Context(), principal)))
+	c.SetRequest(c.Request().WithContext(idem.WithPrincipal(c.Request().Context(), principal)))
 }

@@ -59,10 +59,10 @@ func Wrap(middleware func(http.Handler) http.Handler) gin.HandlerFunc {
 }
 
 // SetPrincipal hands the principal that authentication established to
-// idemhttp (idemhttp.WithPrincipal on the request's context). Call it in
+// idemhttp (idem.WithPrincipal on the request's context). Call it in
 // the authentication middleware, before Middleware.
 func SetPrincipal(c *gin.Context, principal string) {
-	c.Request = c.Request.WithContext(idemhttp.WithPrincipal(c.Request.Context(), principal))
+	c.Request = c.Request.WithContext(idem.WithPrincipal(c.Request.Context(), principal))
 }
 
 // writer is a gin.ResponseWriter over the writer idemhttp gives the

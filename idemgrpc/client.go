@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/idemclient"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -28,12 +27,6 @@ func KeyFrom(ctx context.Context) (string, bool) {
 	return k, ok
 }
 
-// NewKey returns a new random key: 128 bits from crypto/rand as 32
-// lowercase hexadecimal characters.
-func NewKey() string {
-	return idemclient.RandomKey()
-}
-
 // ClientConfig configures UnaryClientInterceptor. The zero value, and a nil
 // *ClientConfig, mean defaults.
 type ClientConfig struct {
@@ -42,7 +35,7 @@ type ClientConfig struct {
 	Methods []string
 
 	// NewKey makes the key of a call whose context carries none (see
-	// WithKey). Defaults to NewKey.
+	// WithKey). Defaults to idem.RandomKey.
 	NewKey func() string
 }
 
@@ -69,7 +62,7 @@ func UnaryClientInterceptor(cfg *ClientConfig) grpc.UnaryClientInterceptor {
 		c = *cfg
 	}
 	if c.NewKey == nil {
-		c.NewKey = NewKey
+		c.NewKey = idem.RandomKey
 	}
 	var only map[string]bool
 	if c.Methods != nil {

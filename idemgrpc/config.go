@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem"
 	"google.golang.org/grpc/codes"
 )
 
@@ -18,10 +18,10 @@ const MetadataKey = "idempotency-key"
 // ReplayedKey is the response header metadata key set to "true" on a replay.
 const ReplayedKey = "idempotent-replayed"
 
-// EventMethod is the Method of the idemhttp.Event that the interceptor
-// passes to Config.Observer; the event's Route is the full method name and
-// its Status the gRPC status code sent.
-const EventMethod = "gRPC"
+// fingerprintMethod stands for the method in a call's fingerprint, where
+// HTTP puts the request method. Changing it would make every recorded call
+// a mismatch.
+const fingerprintMethod = "gRPC"
 
 // Config configures an Interceptor. A nil *Config is invalid: Methods must
 // name the methods to protect.
@@ -35,14 +35,14 @@ type Config struct {
 
 	// Scope returns the scope a call's key belongs to: the authenticated
 	// principal or tenant. One scope never receives another's recorded
-	// answer. idemhttp.ErrNoPrincipal means the call has no principal (see
+	// answer. idem.ErrNoPrincipal means the call has no principal (see
 	// Anonymous); any other error answers Internal and runs nothing.
 	// Defaults to DefaultScope, the principal that an earlier
-	// interceptor stored with idemhttp.WithPrincipal.
+	// interceptor stored with idem.WithPrincipal.
 	Scope func(ctx context.Context, fullMethod string) (string, error)
 
 	// Anonymous lets calls without a principal share
-	// idemhttp.AnonymousScope on every protected method, instead of being
+	// idem.AnonymousScope on every protected method, instead of being
 	// refused. Such callers must use random keys. Defaults to false.
 	Anonymous bool
 
@@ -62,15 +62,17 @@ type Config struct {
 	// seconds.
 	UnavailableRetryAfter time.Duration
 
-	// Logger receives one line per outcome of a protected call; keys are
-	// never logged, only idemhttp.KeyHash. Defaults to slog.Default() at
-	// the time of each line.
+	// Logger receives one line per outcome of a protected call, at the
+	// outcome's level (idem.Outcome.Level: ordinary outcomes at Debug);
+	// keys are never logged, only idem.KeyHash. Defaults to slog.Default()
+	// at the time of each line.
 	Logger *slog.Logger
 
 	// Observer is told the outcome of every protected call, as an
-	// idemhttp.Event whose Method is EventMethod, so that one observer
+	// idem.Event whose Transport is idem.TransportGRPC, Route the full
+	// method name and Status the gRPC code, so that one observer
 	// (idemprom, idemotel) serves HTTP and gRPC. Defaults to none.
-	Observer idemhttp.Observer
+	Observer idem.Observer
 }
 
 // MethodOptions is the policy of one protected method. The zero value is
@@ -82,7 +84,7 @@ type MethodOptions struct {
 	Optional bool
 
 	// Anonymous lets calls without a principal share
-	// idemhttp.AnonymousScope on this method. Defaults to false.
+	// idem.AnonymousScope on this method. Defaults to false.
 	Anonymous bool
 
 	// TTL overrides the Guard's record lifetime for this method. Defaults
@@ -113,13 +115,13 @@ func DefaultFinal(c codes.Code) bool {
 }
 
 // DefaultScope is the default Config.Scope: the principal that
-// authentication stored in ctx with idemhttp.WithPrincipal (the same
-// accessor serves HTTP and gRPC), or idemhttp.ErrNoPrincipal.
+// authentication stored in ctx with idem.WithPrincipal (the same
+// accessor serves HTTP and gRPC), or idem.ErrNoPrincipal.
 func DefaultScope(ctx context.Context, _ string) (string, error) {
-	if p, ok := idemhttp.PrincipalFrom(ctx); ok {
+	if p, ok := idem.PrincipalFrom(ctx); ok {
 		return p, nil
 	}
-	return "", idemhttp.ErrNoPrincipal
+	return "", idem.ErrNoPrincipal
 }
 
 func (c *Config) withDefaults() (Config, error) {

@@ -6,7 +6,7 @@
 //
 //	guard, _ := idem.New(store, nil)
 //	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(
-//		authenticate, // calls idemhttp.WithPrincipal(ctx, "user:42")
+//		authenticate, // calls idem.WithPrincipal(ctx, "user:42")
 //		idemgrpc.UnaryServerInterceptor(guard, &idemgrpc.Config{
 //			Methods: map[string]idemgrpc.MethodOptions{"/bank.v1.Transfers/Transfer": {}},
 //		}),
@@ -23,7 +23,7 @@
 //     method, runs unprotected); two values or an invalid one are
 //     InvalidArgument.
 //   - is scoped by the principal that the authentication interceptor
-//     stored with idemhttp.WithPrincipal (the same accessor as for HTTP, so
+//     stored with idem.WithPrincipal (the same accessor as for HTTP, so
 //     that one authentication layer serves both). A call without one is
 //     refused with Internal, unless the method or Config allows anonymous
 //     callers.
@@ -62,8 +62,9 @@
 //
 // # Observability
 //
-// Each protected call ends in one idemhttp.Outcome, logged with slog (with
-// idemhttp.KeyHash, never the key) and passed to Config.Observer as an
-// idemhttp.Event whose Method is EventMethod: one observer (idemprom,
-// idemotel) serves both transports.
+// Each protected call ends in one idem.Outcome, logged with slog at the
+// outcome's level (with idem.KeyHash, never the key) and passed to
+// Config.Observer as an idem.Event whose Transport is idem.TransportGRPC:
+// one observer (idemprom, idemotel) serves both transports and tells them
+// apart.
 package idemgrpc

@@ -13,7 +13,6 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemgrpc"
-	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/memstore"
 )
 
@@ -50,7 +49,7 @@ func Example() {
 	})
 	// Authentication runs first and hands idemgrpc the principal.
 	auth := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
-		return next(idemhttp.WithPrincipal(ctx, "user:alice"), req)
+		return next(idem.WithPrincipal(ctx, "user:alice"), req)
 	}
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(auth, protect.Unary))
 	srv.RegisterService(&bank, struct{}{})

@@ -12,7 +12,6 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemgrpc"
-	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
@@ -147,7 +146,7 @@ func authenticate(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler
 	md, _ := metadata.FromIncomingContext(ctx)
 	if v := md.Get("authorization"); len(v) == 1 {
 		if token, ok := strings.CutPrefix(v[0], "Bearer "); ok && token != "" {
-			ctx = idemhttp.WithPrincipal(ctx, "bearer:"+token)
+			ctx = idem.WithPrincipal(ctx, "bearer:"+token)
 		}
 	}
 	return handler(ctx, req)
@@ -205,19 +204,19 @@ func (e *env) transfers() int {
 // events collects what the interceptor tells its observer.
 type events struct {
 	mu   sync.Mutex
-	list []idemhttp.Event
+	list []idem.Event
 }
 
-func (o *events) Observe(_ context.Context, e idemhttp.Event) {
+func (o *events) Observe(_ context.Context, e idem.Event) {
 	o.mu.Lock()
 	o.list = append(o.list, e)
 	o.mu.Unlock()
 }
 
-func (o *events) outcomes() []idemhttp.Outcome {
+func (o *events) outcomes() []idem.Outcome {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var out []idemhttp.Outcome
+	var out []idem.Outcome
 	for _, e := range o.list {
 		out = append(out, e.Outcome)
 	}

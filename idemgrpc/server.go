@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/idemhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -44,7 +43,7 @@ func New(guard *idem.Guard, cfg *Config) (*Interceptor, error) {
 // grpc.ChainUnaryInterceptor. Like http.ServeMux.Handle, it panics on a
 // programming error: a nil guard or an invalid cfg. Put it after the
 // interceptor that authenticates the caller (and calls
-// idemhttp.WithPrincipal), so that its refusals are never recorded.
+// idem.WithPrincipal), so that its refusals are never recorded.
 func UnaryServerInterceptor(guard *idem.Guard, cfg *Config) grpc.UnaryServerInterceptor {
 	i, err := New(guard, cfg)
 	if err != nil {
@@ -64,18 +63,18 @@ func (i *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServer
 	switch {
 	case !present && opts.Optional:
 		resp, err := handler(ctx, req)
-		c.done(idemhttp.OutcomeUnprotected, status.Code(err), nil)
+		c.done(idem.OutcomeUnprotected, status.Code(err), nil)
 		return resp, err
 	case !present:
-		c.done(idemhttp.OutcomeMissingKey, codes.InvalidArgument, nil)
+		c.done(idem.OutcomeMissingKey, codes.InvalidArgument, nil)
 		return nil, refusal(codes.InvalidArgument, ReasonMissingKey,
 			"this method requires an "+MetadataKey+" metadata entry", 0)
 	case err != nil:
-		c.done(idemhttp.OutcomeInvalidKey, codes.InvalidArgument, err)
+		c.done(idem.OutcomeInvalidKey, codes.InvalidArgument, err)
 		return nil, refusal(codes.InvalidArgument, ReasonInvalidKey,
 			MetadataKey+" must be one value of 1 to 255 visible ASCII characters, bare or as an sf-string", 0)
 	}
-	c.keyHash = idemhttp.KeyHash(key)
+	c.keyHash = idem.KeyHash(key)
 	scope, errResp := c.scope()
 	if errResp != nil {
 		return nil, errResp
@@ -83,12 +82,12 @@ func (i *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServer
 	msg, ok := req.(proto.Message)
 	if !ok {
 		err := fmt.Errorf("idemgrpc: the request of %s is a %T, not a proto.Message", info.FullMethod, req)
-		c.done(idemhttp.OutcomeError, codes.Internal, err)
+		c.done(idem.OutcomeError, codes.Internal, err)
 		return nil, status.Error(codes.Internal, "idemgrpc: the request cannot be fingerprinted")
 	}
 	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
 	if err != nil {
-		c.done(idemhttp.OutcomeError, codes.Internal, err)
+		c.done(idem.OutcomeError, codes.Internal, err)
 		return nil, status.Error(codes.Internal, "idemgrpc: the request cannot be fingerprinted")
 	}
 	r := idem.Request{
@@ -96,7 +95,7 @@ func (i *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServer
 		Key:   key,
 		// The full method names the operation; the request message's
 		// deterministic encoding is its canonical form.
-		Fingerprint: idem.NewFingerprint(idem.FingerprintInput{Method: EventMethod, Route: info.FullMethod, Body: body}),
+		Fingerprint: idem.NewFingerprint(idem.FingerprintInput{Method: fingerprintMethod, Route: info.FullMethod, Body: body}),
 		TTL:         opts.TTL,
 	}
 	return c.run(r, req, handler)
@@ -139,19 +138,19 @@ type call struct {
 func (c *call) scope() (string, error) {
 	scope, err := c.i.cfg.Scope(c.ctx, c.method)
 	if err == nil && scope == "" {
-		err = fmt.Errorf("%w: Config.Scope returned an empty scope", idemhttp.ErrNoPrincipal)
+		err = fmt.Errorf("%w: Config.Scope returned an empty scope", idem.ErrNoPrincipal)
 	}
 	switch {
 	case err == nil:
 		return scope, nil
-	case errors.Is(err, idemhttp.ErrNoPrincipal) && (c.i.cfg.Anonymous || c.opts.Anonymous):
-		return idemhttp.AnonymousScope, nil
-	case errors.Is(err, idemhttp.ErrNoPrincipal):
-		c.done(idemhttp.OutcomeNoPrincipal, codes.Internal, err)
+	case errors.Is(err, idem.ErrNoPrincipal) && (c.i.cfg.Anonymous || c.opts.Anonymous):
+		return idem.AnonymousScope, nil
+	case errors.Is(err, idem.ErrNoPrincipal):
+		c.done(idem.OutcomeNoPrincipal, codes.Internal, err)
 		return "", refusal(codes.Internal, ReasonNoPrincipal,
 			"the server could not tell who sent this call, so it cannot keep its key apart from other callers' keys; nothing was done", 0)
 	default:
-		c.done(idemhttp.OutcomeError, codes.Internal, fmt.Errorf("idemgrpc: Config.Scope: %w", err))
+		c.done(idem.OutcomeError, codes.Internal, fmt.Errorf("idemgrpc: Config.Scope: %w", err))
 		return "", status.Error(codes.Internal, "idemgrpc: the call's scope could not be resolved")
 	}
 }
@@ -175,7 +174,7 @@ func (c *call) run(r idem.Request, req any, handler grpc.UnaryHandler) (resp any
 		if !finished {
 			// The handler panicked: Guard.Do rolled back; the panic
 			// goes on to the server's recovery interceptor, if any.
-			c.done(idemhttp.OutcomePanic, codes.Unknown, nil)
+			c.done(idem.OutcomePanic, codes.Unknown, nil)
 		}
 	}()
 	res, replayed, err := c.i.guard.Do(idem.WithCallInfo(c.ctx, &c.info), r, func(ctx context.Context) (idem.Result, error) {
@@ -186,7 +185,7 @@ func (c *call) run(r idem.Request, req any, handler grpc.UnaryHandler) (resp any
 		return c.replay(res)
 	}
 	if err == nil {
-		c.done(idemhttp.OutcomeExecuted, status.Code(c.err), nil)
+		c.done(idem.OutcomeExecuted, status.Code(c.err), nil)
 		return c.resp, c.err
 	}
 	return nil, c.refuse(err)
@@ -236,18 +235,18 @@ func (c *call) replay(res idem.Result) (any, error) {
 		_ = grpc.SetTrailer(c.ctx, md)
 		st, err := decodeStatus(res.Body)
 		if err != nil {
-			c.done(idemhttp.OutcomeError, codes.Internal, err)
+			c.done(idem.OutcomeError, codes.Internal, err)
 			return nil, status.Error(codes.Internal, "idemgrpc: the recorded answer cannot be decoded")
 		}
-		c.done(idemhttp.OutcomeReplayed, code, nil)
+		c.done(idem.OutcomeReplayed, code, nil)
 		return nil, st.Err()
 	}
 	resp, err := c.i.decodeResponse(c.method, res.Body)
 	if err != nil {
-		c.done(idemhttp.OutcomeError, codes.Internal, err)
+		c.done(idem.OutcomeError, codes.Internal, err)
 		return nil, status.Error(codes.Internal, "idemgrpc: the recorded answer cannot be decoded")
 	}
-	c.done(idemhttp.OutcomeReplayed, codes.OK, nil)
+	c.done(idem.OutcomeReplayed, codes.OK, nil)
 	return resp, nil
 }
 
@@ -258,17 +257,17 @@ func (c *call) refuse(err error) error {
 	switch {
 	case errors.As(err, &rb):
 		code := status.Code(rb.err)
-		c.done(idemhttp.OutcomeRolledBack, code, nil)
+		c.done(idem.OutcomeRolledBack, code, nil)
 		return rb.err
 	case errors.Is(err, errResponseTooLarge):
-		c.done(idemhttp.OutcomeResponseTooLarge, codes.Internal, err)
+		c.done(idem.OutcomeResponseTooLarge, codes.Internal, err)
 		return refusal(codes.Internal, ReasonResponseTooLarge, "the response was too large to be recorded; nothing was done", 0)
 	case errors.As(err, &ife):
-		c.done(idemhttp.OutcomeInFlight, codes.Aborted, nil)
+		c.done(idem.OutcomeInFlight, codes.Aborted, nil)
 		return refusal(codes.Aborted, ReasonInFlight,
 			"another call with this key is being processed; retry after it completes", ife.RetryAfter)
 	case errors.Is(err, idem.ErrMismatch):
-		c.done(idemhttp.OutcomeMismatch, codes.FailedPrecondition, nil)
+		c.done(idem.OutcomeMismatch, codes.FailedPrecondition, nil)
 		return refusal(codes.FailedPrecondition, ReasonKeyReused,
 			"this key was already used with a different request; use a new key for a new request", 0)
 	case errors.Is(err, idem.ErrUnavailable):
@@ -276,22 +275,22 @@ func (c *call) refuse(err error) error {
 			// The caller left or its deadline ran out: the store failed
 			// because of it, and the answer reaches nobody.
 			st := status.FromContextError(ctxErr)
-			c.done(idemhttp.OutcomeCanceled, st.Code(), err)
+			c.done(idem.OutcomeCanceled, st.Code(), err)
 			return st.Err()
 		}
-		c.done(idemhttp.OutcomeUnavailable, codes.Unavailable, err)
+		c.done(idem.OutcomeUnavailable, codes.Unavailable, err)
 		return refusal(codes.Unavailable, ReasonUnavailable,
 			"the call was not processed; retry later with the same key", c.i.cfg.UnavailableRetryAfter)
 	default:
-		c.done(idemhttp.OutcomeError, codes.Internal, err)
+		c.done(idem.OutcomeError, codes.Internal, err)
 		return status.Error(codes.Internal, "idemgrpc: the call could not be processed; nothing was recorded")
 	}
 }
 
 // done logs the outcome and tells the observer.
-func (c *call) done(o idemhttp.Outcome, code codes.Code, err error) {
+func (c *call) done(o idem.Outcome, code codes.Code, err error) {
 	d := time.Since(c.start)
-	level := outcomeLevel(o)
+	level := o.Level()
 	if logger := c.logger(); logger.Enabled(c.ctx, level) {
 		attrs := []slog.Attr{
 			slog.String("outcome", string(o)),
@@ -308,8 +307,8 @@ func (c *call) done(o idemhttp.Outcome, code codes.Code, err error) {
 		logger.LogAttrs(c.ctx, level, "idemgrpc: "+string(o), attrs...)
 	}
 	if obs := c.i.cfg.Observer; obs != nil {
-		obs.Observe(c.ctx, idemhttp.Event{
-			Outcome: o, Method: EventMethod, Route: c.method, Status: int(code), Duration: d, KeyHash: c.keyHash,
+		obs.Observe(c.ctx, idem.Event{
+			Transport: idem.TransportGRPC, Outcome: o, Route: c.method, Status: int(code), Duration: d, KeyHash: c.keyHash,
 			ReplayCache: c.info.ReplayCache, LocalInFlight: c.info.LocalInFlight,
 		})
 	}
@@ -320,18 +319,4 @@ func (c *call) logger() *slog.Logger {
 		return c.i.cfg.Logger
 	}
 	return slog.Default()
-}
-
-// outcomeLevel is the level of each outcome's log line, as in idemhttp.
-func outcomeLevel(o idemhttp.Outcome) slog.Level {
-	switch o {
-	case idemhttp.OutcomeExecuted, idemhttp.OutcomeUnprotected:
-		return slog.LevelDebug
-	case idemhttp.OutcomeRolledBack, idemhttp.OutcomeNoPrincipal:
-		return slog.LevelWarn
-	case idemhttp.OutcomeUnavailable, idemhttp.OutcomeResponseTooLarge, idemhttp.OutcomePanic, idemhttp.OutcomeError:
-		return slog.LevelError
-	default:
-		return slog.LevelInfo
-	}
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemgrpc"
-	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/memstore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -55,7 +54,7 @@ func TestTransferRunsOnceAndIsReplayed(t *testing.T) {
 			if got := e.transfers(); got != 1 {
 				t.Fatalf("transfers = %d, want 1", got)
 			}
-			want := []idemhttp.Outcome{idemhttp.OutcomeExecuted, idemhttp.OutcomeReplayed, idemhttp.OutcomeReplayed, idemhttp.OutcomeReplayed}
+			want := []idem.Outcome{idem.OutcomeExecuted, idem.OutcomeReplayed, idem.OutcomeReplayed, idem.OutcomeReplayed}
 			if got := e.events.outcomes(); !slices.Equal(got, want) {
 				t.Fatalf("outcomes = %v, want %v", got, want)
 			}
@@ -128,7 +127,7 @@ func TestTransientErrorsRollBack(t *testing.T) {
 			if got := e.balance("alice"); got != 900 {
 				t.Fatalf("alice = %d, want 900", got)
 			}
-			want := []idemhttp.Outcome{idemhttp.OutcomeRolledBack, idemhttp.OutcomeExecuted}
+			want := []idem.Outcome{idem.OutcomeRolledBack, idem.OutcomeExecuted}
 			if got := e.events.outcomes(); !slices.Equal(got, want) {
 				t.Fatalf("outcomes = %v, want %v", got, want)
 			}
@@ -202,7 +201,7 @@ func TestMismatchIsFailedPrecondition(t *testing.T) {
 			if got := e.balance("alice"); got != 900 {
 				t.Fatalf("alice = %d, want 900", got)
 			}
-			if got := e.events.outcomes()[1]; got != idemhttp.OutcomeMismatch {
+			if got := e.events.outcomes()[1]; got != idem.OutcomeMismatch {
 				t.Fatalf("outcome = %v, want mismatch", got)
 			}
 		})
@@ -226,7 +225,7 @@ func TestStoreDownIsUnavailable(t *testing.T) {
 	if ran {
 		t.Fatal("the handler ran with the store down")
 	}
-	if got := e.events.outcomes(); !slices.Equal(got, []idemhttp.Outcome{idemhttp.OutcomeUnavailable}) {
+	if got := e.events.outcomes(); !slices.Equal(got, []idem.Outcome{idem.OutcomeUnavailable}) {
 		t.Fatalf("outcomes = %v", got)
 	}
 }
@@ -324,7 +323,7 @@ func TestOptionalMethod(t *testing.T) {
 	if idemgrpc.Reason(err) != "" {
 		t.Fatalf("got an interceptor refusal %v", err)
 	}
-	if got := e.events.outcomes(); !slices.Equal(got, []idemhttp.Outcome{idemhttp.OutcomeUnprotected}) {
+	if got := e.events.outcomes(); !slices.Equal(got, []idem.Outcome{idem.OutcomeUnprotected}) {
 		t.Fatalf("outcomes = %v", got)
 	}
 }
@@ -366,7 +365,7 @@ func TestConcurrentDuplicates(t *testing.T) {
 	}
 }
 
-// The observer receives each call's outcome as an idemhttp.Event with the
+// The observer receives each call's outcome as an idem.Event with the
 // key's hash, the full method and the gRPC code.
 func TestObserverEvent(t *testing.T) {
 	t.Parallel()
@@ -381,8 +380,8 @@ func TestObserverEvent(t *testing.T) {
 		t.Fatalf("%d events, want 2", len(e.events.list))
 	}
 	got := e.events.list[1]
-	want := idemhttp.Event{Outcome: idemhttp.OutcomeMismatch, Method: idemgrpc.EventMethod, Route: transferMethod,
-		Status: int(codes.FailedPrecondition), KeyHash: idemhttp.KeyHash("k1"), Duration: got.Duration,
+	want := idem.Event{Transport: idem.TransportGRPC, Outcome: idem.OutcomeMismatch, Route: transferMethod,
+		Status: int(codes.FailedPrecondition), KeyHash: idem.KeyHash("k1"), Duration: got.Duration,
 		ReplayCache: idem.CacheHit} // the mismatch was answered from the Guard's memory
 	if got != want || got.Duration <= 0 {
 		t.Fatalf("event = %+v, want %+v", got, want)
@@ -423,7 +422,7 @@ func TestPanicRollsBack(t *testing.T) {
 	if v, ok := store.Value("effect"); ok {
 		t.Fatalf("the panicking call's effect was kept: %q", v)
 	}
-	if got := obs.outcomes(); !slices.Equal(got, []idemhttp.Outcome{idemhttp.OutcomePanic, idemhttp.OutcomeExecuted}) {
+	if got := obs.outcomes(); !slices.Equal(got, []idem.Outcome{idem.OutcomePanic, idem.OutcomeExecuted}) {
 		t.Fatalf("outcomes = %v", got)
 	}
 }

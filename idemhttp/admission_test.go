@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
 )
 
@@ -102,7 +103,7 @@ func TestMaxConcurrent(t *testing.T) {
 		t.Errorf("after the held requests: got %d, want 201", w.Code)
 	}
 	outcomes := e.outcomes()
-	if got, want := outcomes[0], idemhttp.OutcomeTooBusy; got != want {
+	if got, want := outcomes[0], idem.OutcomeTooBusy; got != want {
 		t.Errorf("first outcome: got %q, want %q (all: %v)", got, want, outcomes)
 	}
 	if !strings.Contains(e.logs.String(), "level=WARN msg=\"idemhttp: too_busy\"") {
@@ -127,8 +128,8 @@ func TestMaxConcurrentSlotsAreReturned(t *testing.T) {
 	if got, want := serve(handler, "POST", "/x", "{}", withKey("k")).Code, http.StatusCreated; got != want {
 		t.Errorf("after the refusals: got %d, want %d", got, want)
 	}
-	want := []idemhttp.Outcome{idemhttp.OutcomePanic, idemhttp.OutcomeNoPrincipal, idemhttp.OutcomeTooLarge,
-		idemhttp.OutcomeInvalidKey, idemhttp.OutcomeExecuted}
+	want := []idem.Outcome{idem.OutcomePanic, idem.OutcomeNoPrincipal, idem.OutcomeTooLarge,
+		idem.OutcomeInvalidKey, idem.OutcomeExecuted}
 	if got := e.outcomes(); !slices.Equal(got, want) {
 		t.Errorf("outcomes: got %v, want %v", got, want)
 	}

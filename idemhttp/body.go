@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/httpwire"
 )
 
@@ -66,20 +67,20 @@ func interruptAtEnd(w http.ResponseWriter, r *http.Request) (stop func()) {
 // the request context's deadline), or the client left (the context was
 // cancelled). It returns false when the request did not end: the body was
 // unreadable for another reason.
-func endedOutcome(r *http.Request, readErr error) (Outcome, bool) {
+func endedOutcome(r *http.Request, readErr error) (idem.Outcome, bool) {
 	if readErr != nil {
 		if errors.Is(readErr, os.ErrDeadlineExceeded) || errors.Is(readErr, context.DeadlineExceeded) {
-			return OutcomeRequestTimeout, true
+			return idem.OutcomeRequestTimeout, true
 		}
 		if ne, ok := errors.AsType[net.Error](readErr); ok && ne.Timeout() {
-			return OutcomeRequestTimeout, true
+			return idem.OutcomeRequestTimeout, true
 		}
 	}
 	switch err := r.Context().Err(); {
 	case errors.Is(err, context.DeadlineExceeded):
-		return OutcomeRequestTimeout, true
+		return idem.OutcomeRequestTimeout, true
 	case err != nil:
-		return OutcomeCanceled, true
+		return idem.OutcomeCanceled, true
 	}
 	return "", false
 }

@@ -90,12 +90,12 @@ func TestInProcessAnswersOverHTTP(t *testing.T) {
 	var hits, misses, local int
 	for _, ev := range e.events {
 		switch {
-		case ev.ReplayCache == idem.CacheHit && (ev.Outcome == idemhttp.OutcomeReplayed || ev.Outcome == idemhttp.OutcomeMismatch):
+		case ev.ReplayCache == idem.CacheHit && (ev.Outcome == idem.OutcomeReplayed || ev.Outcome == idem.OutcomeMismatch):
 			hits++
-		case ev.ReplayCache == idem.CacheMiss && ev.Outcome == idemhttp.OutcomeInFlight && ev.LocalInFlight:
+		case ev.ReplayCache == idem.CacheMiss && ev.Outcome == idem.OutcomeInFlight && ev.LocalInFlight:
 			local++
 			misses++
-		case ev.ReplayCache == idem.CacheMiss && ev.Outcome == idemhttp.OutcomeExecuted && !ev.LocalInFlight:
+		case ev.ReplayCache == idem.CacheMiss && ev.Outcome == idem.OutcomeExecuted && !ev.LocalInFlight:
 			misses++
 		default:
 			t.Errorf("unexpected event %+v", ev)

@@ -31,14 +31,14 @@ type Config struct {
 	// recorded response, so the scope must differ whenever the caller's
 	// identity differs. It runs after the body has been read, and the
 	// request it receives has a readable Body holding the whole body.
-	// ErrNoPrincipal means the request has no principal (see Anonymous);
+	// idem.ErrNoPrincipal means the request has no principal (see Anonymous);
 	// any other error answers the request with 500 and runs nothing.
 	// Defaults to DefaultScope, the principal that authentication stored
-	// with WithPrincipal.
+	// with idem.WithPrincipal.
 	Scope func(*http.Request) (string, error)
 
 	// Anonymous lets requests without a principal (Scope returned
-	// ErrNoPrincipal) share AnonymousScope on every route of the
+	// idem.ErrNoPrincipal) share idem.AnonymousScope on every route of the
 	// middleware, instead of being refused with 500 no-principal. It is
 	// meant for public endpoints, and it has a cost: anonymous callers
 	// share one namespace of keys, so they must use random keys (a UUID),
@@ -101,14 +101,17 @@ type Config struct {
 	// 5 seconds.
 	UnavailableRetryAfter time.Duration
 
-	// Logger receives one line per outcome of a protected request; keys
-	// are never logged, only a prefix of their SHA-256. Defaults to
-	// slog.Default() at the time of each line.
+	// Logger receives one line per outcome of a protected request, at the
+	// outcome's level (idem.Outcome.Level: executions, replays and a
+	// client's retries or mistakes at Debug, what needs attention at Warn,
+	// failures at Error); keys are never logged, only idem.KeyHash.
+	// Defaults to slog.Default() at the time of each line.
 	Logger *slog.Logger
 
-	// Observer is told the outcome of every protected request, for
-	// metrics (see package idemprom). Defaults to none.
-	Observer Observer
+	// Observer is told the outcome of every protected request as an
+	// idem.Event whose Transport is idem.TransportHTTP, for metrics and
+	// traces (packages idemprom and idemotel). Defaults to none.
+	Observer idem.Observer
 
 	// Leased is the leased-mode engine that serves the routes made with
 	// RouteOptions.Leased (see docs/HTTP.md, "Leased routes"); the Guard
@@ -275,7 +278,7 @@ type RouteOptions struct {
 	// a duplicate is harmless. Defaults to false (fail closed).
 	FailOpen bool
 
-	// Anonymous lets requests without a principal share AnonymousScope on
+	// Anonymous lets requests without a principal share idem.AnonymousScope on
 	// these routes, as Config.Anonymous does for every route: anonymous
 	// callers must then use random keys. Defaults to false: such requests
 	// are refused with 500 no-principal, unless Config.Anonymous is set.

@@ -4,7 +4,7 @@
 // library.
 //
 // Keys are scoped by the caller's principal, which the authentication
-// middleware in front of idemhttp hands over with WithPrincipal:
+// middleware in front of idemhttp hands over with idem.WithPrincipal:
 //
 //	func authenticate(next http.Handler) http.Handler {
 //		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -13,7 +13,7 @@
 //				http.Error(w, "unauthorized", http.StatusUnauthorized)
 //				return
 //			}
-//			next.ServeHTTP(w, r.WithContext(idemhttp.WithPrincipal(r.Context(), user.ID)))
+//			next.ServeHTTP(w, r.WithContext(idem.WithPrincipal(r.Context(), user.ID)))
 //		})
 //	}
 //
@@ -72,7 +72,7 @@
 //
 // A key is scoped: the record is addressed by (scope, key), and one scope
 // never receives another's recorded response. DefaultScope is the
-// principal that authentication stored with WithPrincipal: a user, client
+// principal that authentication stored with idem.WithPrincipal: a user, client
 // or tenant id, which stays the same when a token is refreshed. A
 // protected request without one is refused with 500 no-principal (a
 // server configuration error, logged once at Error level with the ways to
@@ -80,7 +80,7 @@
 // DefaultScope; it sees the request with its body readable.
 //
 // Public endpoints can let callers without a principal share
-// AnonymousScope (Config.Anonymous, or RouteOptions.Anonymous per route).
+// idem.AnonymousScope (Config.Anonymous, or RouteOptions.Anonymous per route).
 // Such callers must use random keys: one who guesses or reuses another's
 // key receives that caller's response. Gateways that cannot know the
 // principal can hash the credentials with CredentialScope, at the cost its
@@ -107,7 +107,7 @@
 // the claim with its steps kept, so that the retry resumes after the last
 // step. A key under a live lease is a 409 whose Retry-After is what is
 // left of the lease; a handler whose lease was taken over is answered 503
-// lease-lost (OutcomeLeaseLost). The request is stored with the claim,
+// lease-lost (idem.OutcomeLeaseLost). The request is stored with the claim,
 // without its credentials, and the handler is registered with the Leased
 // engine as kind "http:"+Kind, so that an idem.Completer can serve it
 // again if its client abandons it. docs/HTTP.md, "Leased routes", says
@@ -132,7 +132,10 @@
 //
 // # Observability
 //
-// Each protected request ends in one Outcome. It is logged with slog (with
-// a prefix of the key's SHA-256, never the key) and passed to
-// Config.Observer; package idemprom turns it into Prometheus metrics.
+// Each protected request ends in one idem.Outcome. It is logged with slog at
+// the outcome's level (idem.Outcome.Level: an ordinary request at Debug, so
+// a server logging at Info writes no line per request), with idem.KeyHash
+// of the key, never the key, and passed to Config.Observer as an idem.Event;
+// package idemprom turns events into Prometheus metrics and idemotel into
+// span events.
 package idemhttp

@@ -24,7 +24,7 @@ func authenticate(users map[string]string, next http.Handler) http.Handler {
 			http.Error(w, "unauthorized", http.StatusUnauthorized) // never recorded
 			return
 		}
-		ctx := idemhttp.WithPrincipal(r.Context(), user)
+		ctx := idem.WithPrincipal(r.Context(), user)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

@@ -106,7 +106,7 @@ func ExampleConfig_scope() {
 		Scope: func(r *http.Request) (string, error) {
 			tenant := r.Header.Get("X-Gateway-Tenant")
 			if tenant == "" {
-				return "", idemhttp.ErrNoPrincipal
+				return "", idem.ErrNoPrincipal
 			}
 			return "tenant:" + tenant, nil
 		},

@@ -32,7 +32,7 @@ func (c *call) execute() (res idem.Result, replayed bool, err error) {
 			// The handler panicked (or called runtime.Goexit). Guard.Do
 			// has rolled the transaction back; the panic goes on to
 			// net/http's recovery or the user's recoverer.
-			c.done(OutcomePanic, 0, nil)
+			c.done(idem.OutcomePanic, 0, nil)
 		}
 	}()
 	if c.h.kind != "" {
@@ -63,7 +63,7 @@ func (c *call) answer(res idem.Result, replayed bool, err error) {
 		}
 		hdr.Set(ReplayedHeader, "true")
 		writeResponse(c.w, res.Status, res.Body)
-		c.done(OutcomeReplayed, res.Status, nil)
+		c.done(idem.OutcomeReplayed, res.Status, nil)
 	case err == nil:
 		// The client of the first execution gets all the handler's
 		// headers; a replay gets the recorded subset. The recorded ones
@@ -72,7 +72,7 @@ func (c *call) answer(res idem.Result, replayed bool, err error) {
 		// replays carry the same bytes.
 		maps.Copy(c.rec.header, res.Header)
 		c.sendRecorded(c.rec)
-		c.done(OutcomeExecuted, res.Status, nil)
+		c.done(idem.OutcomeExecuted, res.Status, nil)
 	default:
 		c.answerError(err)
 	}
@@ -90,35 +90,35 @@ func (c *call) answerError(err error) {
 		writeProblem(w, ProblemLeaseLost, http.StatusServiceUnavailable,
 			"The server lost its claim on this request while processing it; another attempt now holds it. Retry later with the same key.",
 			c.m.cfg.Leased.Lease())
-		c.done(OutcomeLeaseLost, http.StatusServiceUnavailable, err)
+		c.done(idem.OutcomeLeaseLost, http.StatusServiceUnavailable, err)
 	case errors.As(err, &serr):
 		c.sendRecorded(serr.rec)
 		if c.h.kind != "" {
-			c.done(OutcomeReleased, serr.rec.finalStatus(), nil)
+			c.done(idem.OutcomeReleased, serr.rec.finalStatus(), nil)
 		} else {
-			c.done(OutcomeRolledBack, serr.rec.finalStatus(), nil)
+			c.done(idem.OutcomeRolledBack, serr.rec.finalStatus(), nil)
 		}
 	case errors.Is(err, errResponseTooLarge):
 		writeProblem(w, ProblemResponseTooLarge, http.StatusInternalServerError, "", 0)
-		c.done(OutcomeResponseTooLarge, http.StatusInternalServerError,
+		c.done(idem.OutcomeResponseTooLarge, http.StatusInternalServerError,
 			fmt.Errorf("%w: the handler wrote more than Config.MaxResponseBody (%d bytes); its effect was rolled back",
 				errResponseTooLarge, cfg.MaxResponseBody))
 	case errors.As(err, &ife):
 		writeProblem(w, ProblemInFlight, http.StatusConflict,
 			"Another request with this key is being processed. Retry after it completes.", ife.RetryAfter)
-		c.done(OutcomeInFlight, http.StatusConflict, nil)
+		c.done(idem.OutcomeInFlight, http.StatusConflict, nil)
 	case errors.Is(err, idem.ErrMismatch):
 		writeProblem(w, ProblemMismatch, http.StatusUnprocessableEntity,
 			"This key was already used with a different request. Use a new key for a new request.", 0)
-		c.done(OutcomeMismatch, http.StatusUnprocessableEntity, nil)
+		c.done(idem.OutcomeMismatch, http.StatusUnprocessableEntity, nil)
 	case errors.Is(err, idem.ErrInvalidKey):
 		writeProblem(w, ProblemInvalidKey, http.StatusBadRequest, keyErrorDetail(cfg.Header, err), 0)
-		c.done(OutcomeInvalidKey, http.StatusBadRequest, err)
+		c.done(idem.OutcomeInvalidKey, http.StatusBadRequest, err)
 	case errors.Is(err, idem.ErrUnavailable):
 		c.answerUnavailable(err)
 	default:
 		writeProblem(w, ProblemInternal, http.StatusInternalServerError, "", 0)
-		c.done(OutcomeError, http.StatusInternalServerError, err)
+		c.done(idem.OutcomeError, http.StatusInternalServerError, err)
 	}
 }
 
@@ -127,7 +127,7 @@ func (c *call) answerError(err error) {
 func (c *call) answerUnavailable(err error) {
 	if !c.workRan && c.h.opts.FailOpen {
 		c.h.next.ServeHTTP(c.w, withBody(c.r, c.body))
-		c.done(OutcomeFailOpen, 0, err)
+		c.done(idem.OutcomeFailOpen, 0, err)
 		return
 	}
 	writeProblem(c.w, ProblemUnavailable, http.StatusServiceUnavailable,
@@ -136,10 +136,10 @@ func (c *call) answerUnavailable(err error) {
 		// The store failed because the client left (a deadline that ran
 		// out is the server's own limit, and stays "unavailable"); the
 		// answer is for the log and metrics, as nobody reads it.
-		c.done(OutcomeCanceled, http.StatusServiceUnavailable, err)
+		c.done(idem.OutcomeCanceled, http.StatusServiceUnavailable, err)
 		return
 	}
-	c.done(OutcomeUnavailable, http.StatusServiceUnavailable, err)
+	c.done(idem.OutcomeUnavailable, http.StatusServiceUnavailable, err)
 }
 
 // sendRecorded sends the handler's buffered response with all its headers.

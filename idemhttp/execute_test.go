@@ -120,7 +120,7 @@ func TestReplayReturnsOriginalResponse(t *testing.T) {
 			if got := second.Header().Get("Set-Cookie"); got != "" {
 				t.Errorf("replayed Set-Cookie: got %q, want none", got)
 			}
-			if got, want := e.outcomes(), []idemhttp.Outcome{idemhttp.OutcomeExecuted, idemhttp.OutcomeReplayed}; !slices.Equal(got, want) {
+			if got, want := e.outcomes(), []idem.Outcome{idem.OutcomeExecuted, idem.OutcomeReplayed}; !slices.Equal(got, want) {
 				t.Errorf("outcomes: got %v, want %v", got, want)
 			}
 		})
@@ -163,7 +163,7 @@ func TestServerErrorRollsBack(t *testing.T) {
 	if _, ok := e.store.Value("effect/2"); !ok {
 		t.Errorf("effect of the retry: not committed")
 	}
-	if got, want := e.outcomes(), []idemhttp.Outcome{idemhttp.OutcomeRolledBack, idemhttp.OutcomeExecuted}; !slices.Equal(got, want) {
+	if got, want := e.outcomes(), []idem.Outcome{idem.OutcomeRolledBack, idem.OutcomeExecuted}; !slices.Equal(got, want) {
 		t.Errorf("outcomes: got %v, want %v", got, want)
 	}
 }
@@ -214,7 +214,7 @@ func TestPanicRollsBackAndIsReraised(t *testing.T) {
 	if got, want := h.runs.Load(), int64(2); got != want {
 		t.Errorf("handler runs: got %d, want %d", got, want)
 	}
-	if got, want := e.outcomes(), []idemhttp.Outcome{idemhttp.OutcomePanic, idemhttp.OutcomeExecuted}; !slices.Equal(got, want) {
+	if got, want := e.outcomes(), []idem.Outcome{idem.OutcomePanic, idem.OutcomeExecuted}; !slices.Equal(got, want) {
 		t.Errorf("outcomes: got %v, want %v", got, want)
 	}
 }
@@ -440,7 +440,7 @@ func TestOptionalKey(t *testing.T) {
 	if !inTx {
 		t.Errorf("with a key: not in a transaction")
 	}
-	if got, want := e.outcomes(), []idemhttp.Outcome{idemhttp.OutcomeUnprotected, idemhttp.OutcomeInvalidKey, idemhttp.OutcomeExecuted}; !slices.Equal(got, want) {
+	if got, want := e.outcomes(), []idem.Outcome{idem.OutcomeUnprotected, idem.OutcomeInvalidKey, idem.OutcomeExecuted}; !slices.Equal(got, want) {
 		t.Errorf("outcomes: got %v, want %v", got, want)
 	}
 }

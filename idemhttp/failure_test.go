@@ -132,7 +132,7 @@ func TestUnavailableFailOpen(t *testing.T) {
 	if got, want := w.Header().Get("Retry-After"), "3"; got != want {
 		t.Errorf("Retry-After: got %q, want %q", got, want)
 	}
-	if got, want := e.outcomes(), []idemhttp.Outcome{idemhttp.OutcomeFailOpen, idemhttp.OutcomeUnavailable}; !slices.Equal(got, want) {
+	if got, want := e.outcomes(), []idem.Outcome{idem.OutcomeFailOpen, idem.OutcomeUnavailable}; !slices.Equal(got, want) {
 		t.Errorf("outcomes: got %v, want %v", got, want)
 	}
 }
@@ -149,7 +149,7 @@ func TestRouteOptionsNegativeTTLPanics(t *testing.T) {
 }
 
 // A client that has gone away while the store was being asked is logged as
-// canceled at Info level, not as a store failure, and nothing runs.
+// canceled at Debug level, not as a store failure, and nothing runs.
 func TestClientGoneIsNotUnavailable(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -164,11 +164,11 @@ func TestClientGoneIsNotUnavailable(t *testing.T) {
 	if got := h.runs.Load(); got != 0 {
 		t.Errorf("handler runs: got %d, want 0", got)
 	}
-	if got := e.outcomes(); !slices.Equal(got, []idemhttp.Outcome{idemhttp.OutcomeCanceled}) {
+	if got := e.outcomes(); !slices.Equal(got, []idem.Outcome{idem.OutcomeCanceled}) {
 		t.Errorf("outcomes: got %v, want [canceled]", got)
 	}
-	if logs := e.logs.String(); !strings.Contains(logs, "level=INFO") || strings.Contains(logs, "level=ERROR") {
-		t.Errorf("log: got %q, want one INFO line", logs)
+	if logs := e.logs.String(); !strings.Contains(logs, "level=DEBUG") || strings.Contains(logs, "level=ERROR") {
+		t.Errorf("log: got %q, want one DEBUG line", logs)
 	}
 	if e.record(t, alice, "k") != nil {
 		t.Error("a record was written for a request whose client had gone")
@@ -188,7 +188,7 @@ func TestDeadlineIsUnavailable(t *testing.T) {
 	w := httptest.NewRecorder()
 	e.mw.Handler(h).ServeHTTP(w, r)
 	checkProblem(t, w, idemhttp.ProblemUnavailable, http.StatusServiceUnavailable)
-	if got := e.outcomes(); !slices.Equal(got, []idemhttp.Outcome{idemhttp.OutcomeUnavailable}) {
+	if got := e.outcomes(); !slices.Equal(got, []idem.Outcome{idem.OutcomeUnavailable}) {
 		t.Errorf("outcomes: got %v, want [unavailable]", got)
 	}
 	if got := h.runs.Load(); got != 0 {
@@ -208,7 +208,7 @@ func TestStoreFailureWithClientGoneIsUnavailable(t *testing.T) {
 	r := authed(httptest.NewRequestWithContext(ctx, "POST", "/x", strings.NewReader("{}")))
 	r.Header.Set("Idempotency-Key", "k")
 	e.mw.Handler(&effectHandler{}).ServeHTTP(httptest.NewRecorder(), r)
-	if got := e.outcomes(); !slices.Equal(got, []idemhttp.Outcome{idemhttp.OutcomeUnavailable}) {
+	if got := e.outcomes(); !slices.Equal(got, []idem.Outcome{idem.OutcomeUnavailable}) {
 		t.Errorf("outcomes: got %v, want [unavailable]", got)
 	}
 }

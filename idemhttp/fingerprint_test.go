@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
 )
 
@@ -123,7 +124,7 @@ func TestMismatchProblem(t *testing.T) {
 	handler := e.mw.Handler(&effectHandler{})
 	serve(handler, "POST", "/x", `{"a":1}`, withKey("k"))
 	checkProblem(t, serve(handler, "POST", "/x", `{"a":2}`, withKey("k")), idemhttp.ProblemMismatch, http.StatusUnprocessableEntity)
-	if got, want := e.outcomes()[1], idemhttp.OutcomeMismatch; got != want {
+	if got, want := e.outcomes()[1], idem.OutcomeMismatch; got != want {
 		t.Errorf("outcome: got %q, want %q", got, want)
 	}
 }

@@ -30,7 +30,7 @@ type env struct {
 	logs  *syncBuffer
 
 	mu     sync.Mutex
-	events []idemhttp.Event
+	events []idem.Event
 }
 
 type setupOptions struct {
@@ -56,7 +56,7 @@ func setup(t *testing.T, opts ...func(*setupOptions)) *env {
 		cfg = *o.cfg
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg.Observer = idemhttp.ObserverFunc(func(_ context.Context, ev idemhttp.Event) {
+	cfg.Observer = idem.ObserverFunc(func(_ context.Context, ev idem.Event) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.events = append(e.events, ev)
@@ -77,10 +77,10 @@ func withGuardConfig(c idem.Config) func(*setupOptions) {
 }
 
 // outcomes returns the outcomes the observer saw, in order.
-func (e *env) outcomes() []idemhttp.Outcome {
+func (e *env) outcomes() []idem.Outcome {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []idemhttp.Outcome
+	var out []idem.Outcome
 	for _, ev := range e.events {
 		out = append(out, ev.Outcome)
 	}
@@ -158,12 +158,12 @@ const alice = "user:alice"
 
 // asPrincipal sets the request's principal; "" leaves it without one.
 func asPrincipal(p string) reqOpt {
-	return func(r *http.Request) { *r = *r.WithContext(idemhttp.WithPrincipal(r.Context(), p)) }
+	return func(r *http.Request) { *r = *r.WithContext(idem.WithPrincipal(r.Context(), p)) }
 }
 
 // authed returns r with alice as its principal.
 func authed(r *http.Request) *http.Request {
-	return r.WithContext(idemhttp.WithPrincipal(r.Context(), alice))
+	return r.WithContext(idem.WithPrincipal(r.Context(), alice))
 }
 
 // bearerAuth is a test authentication middleware: Authorization: Bearer
@@ -175,7 +175,7 @@ func bearerAuth(next http.Handler) http.Handler {
 			http.Error(w, "unauthenticated", http.StatusUnauthorized)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(idemhttp.WithPrincipal(r.Context(), "user:"+name)))
+		next.ServeHTTP(w, r.WithContext(idem.WithPrincipal(r.Context(), "user:"+name)))
 	})
 }
 

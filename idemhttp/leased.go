@@ -49,8 +49,8 @@ type storedRequest struct {
 	Pattern string              `json:"pattern,omitempty"`
 	Header  map[string][]string `json:"header,omitempty"`
 	Body    []byte              `json:"body,omitempty"`
-	// Principal is the request's principal (PrincipalFrom), if it had
-	// one; Anonymous reports that its key went to AnonymousScope.
+	// Principal is the request's principal (idem.PrincipalFrom), if it had
+	// one; Anonymous reports that its key went to idem.AnonymousScope.
 	Principal string `json:"principal,omitempty"`
 	Anonymous bool   `json:"anonymous,omitempty"`
 }
@@ -63,9 +63,9 @@ func (c *call) storedInput() ([]byte, error) {
 		Target:    c.r.URL.RequestURI(),
 		Pattern:   c.r.Pattern,
 		Body:      c.body,
-		Anonymous: c.req.Scope == AnonymousScope,
+		Anonymous: c.req.Scope == idem.AnonymousScope,
 	}
-	if p, ok := PrincipalFrom(c.r.Context()); ok {
+	if p, ok := idem.PrincipalFrom(c.r.Context()); ok {
 		in.Principal = p
 	}
 	for _, name := range append([]string{"Content-Type"}, c.m.cfg.FingerprintHeaders...) {
@@ -125,7 +125,7 @@ func (h *handler) complete(ctx context.Context, run *idem.Run) (idem.Result, err
 		return idem.Result{}, fmt.Errorf("idemhttp: the stored request of kind %q cannot be decoded: %w", h.kind, err)
 	}
 	if in.Principal != "" {
-		ctx = WithPrincipal(ctx, in.Principal)
+		ctx = idem.WithPrincipal(ctx, in.Principal)
 	}
 	r, err := http.NewRequestWithContext(ctx, in.Method, in.Target, bytes.NewReader(in.Body))
 	if err != nil {

@@ -100,7 +100,7 @@ func (h *payoutHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-time.After(20 * time.Second):
 		}
 	}
-	principal, _ := idemhttp.PrincipalFrom(ctx)
+	principal, _ := idem.PrincipalFrom(ctx)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Location", "/payouts/"+account+"/1")
 	w.Header().Set("X-Not-Recorded", "first only")
@@ -125,7 +125,7 @@ type leasedEnv struct {
 	logs   *syncBuffer
 
 	mu     sync.Mutex
-	events []idemhttp.Event
+	events []idem.Event
 }
 
 type leasedSetup struct {
@@ -166,7 +166,7 @@ func setupLeased(t *testing.T, h http.Handler, s leasedSetup) *leasedEnv {
 	cfg := s.cfg
 	cfg.Leased = e.leased
 	cfg.Logger = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg.Observer = idemhttp.ObserverFunc(func(_ context.Context, ev idemhttp.Event) {
+	cfg.Observer = idem.ObserverFunc(func(_ context.Context, ev idem.Event) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.events = append(e.events, ev)
@@ -187,10 +187,10 @@ func setupLeased(t *testing.T, h http.Handler, s leasedSetup) *leasedEnv {
 // checkOutcomes asserts the outcomes seen, in any order: a request's
 // outcome is told after its answer is sent, so the next request's may come
 // first.
-func (e *leasedEnv) checkOutcomes(t *testing.T, want ...idemhttp.Outcome) {
+func (e *leasedEnv) checkOutcomes(t *testing.T, want ...idem.Outcome) {
 	t.Helper()
 	e.mu.Lock()
-	var got []idemhttp.Outcome
+	var got []idem.Outcome
 	for _, ev := range e.events {
 		got = append(got, ev.Outcome)
 	}
@@ -310,7 +310,7 @@ func TestLeasedReplayByteForByte(t *testing.T) {
 	if rec.State != idem.StateCompleted || rec.Kind != "http:payout" || rec.Token == 0 {
 		t.Errorf("record: state %s kind %q token %d, want completed, http:payout, a token", rec.State, rec.Kind, rec.Token)
 	}
-	e.checkOutcomes(t, idemhttp.OutcomeExecuted, idemhttp.OutcomeReplayed, idemhttp.OutcomeReplayed)
+	e.checkOutcomes(t, idem.OutcomeExecuted, idem.OutcomeReplayed, idem.OutcomeReplayed)
 }
 
 func TestLeasedInFlightAndMismatch(t *testing.T) {
@@ -351,8 +351,8 @@ func TestLeasedInFlightAndMismatch(t *testing.T) {
 	if h.runs.Load() != 1 {
 		t.Errorf("handler runs: got %d, want 1", h.runs.Load())
 	}
-	e.checkOutcomes(t, idemhttp.OutcomeInFlight, idemhttp.OutcomeInFlight, idemhttp.OutcomeMismatch,
-		idemhttp.OutcomeExecuted, idemhttp.OutcomeMismatch, idemhttp.OutcomeMismatch, idemhttp.OutcomeMismatch)
+	e.checkOutcomes(t, idem.OutcomeInFlight, idem.OutcomeInFlight, idem.OutcomeMismatch,
+		idem.OutcomeExecuted, idem.OutcomeMismatch, idem.OutcomeMismatch, idem.OutcomeMismatch)
 }
 
 func TestLeased5xxReleasesAndRetryResumes(t *testing.T) {
@@ -386,7 +386,7 @@ func TestLeased5xxReleasesAndRetryResumes(t *testing.T) {
 	if v, ok := e.store.Value("debit/" + idem.DerivedKey(alice, "k1", "debit")); !ok || v != `acc-1 {"amount":10}` {
 		t.Errorf("debit effect: got %q %v", v, ok)
 	}
-	e.checkOutcomes(t, idemhttp.OutcomeReleased, idemhttp.OutcomeExecuted)
+	e.checkOutcomes(t, idem.OutcomeReleased, idem.OutcomeExecuted)
 }
 
 // A first request stalls after its steps (its process frozen, its
@@ -579,7 +579,7 @@ func TestLeasedLeaseLost(t *testing.T) {
 	if !strings.Contains(e.logs.String(), "level=ERROR msg=\"idemhttp: lease_lost\"") {
 		t.Errorf("no ERROR line for lease_lost in:\n%s", e.logs)
 	}
-	e.checkOutcomes(t, idemhttp.OutcomeLeaseLost)
+	e.checkOutcomes(t, idem.OutcomeLeaseLost)
 	// The new holder completes; the client's retry gets its answer.
 	err = e.store.Complete(t.Context(), &idem.CompleteParams{
 		Lease: claim.Lease, Result: idem.Result{Status: 201, Body: []byte(`{"by":"successor"}`)},
@@ -753,7 +753,7 @@ func TestLeasedPanicReleases(t *testing.T) {
 	if w.Code != http.StatusCreated || runs.Load() != 2 || debits.Load() != 1 {
 		t.Errorf("retry: %d, runs %d, debits %d; want 201, 2, 1", w.Code, runs.Load(), debits.Load())
 	}
-	e.checkOutcomes(t, idemhttp.OutcomePanic, idemhttp.OutcomeExecuted)
+	e.checkOutcomes(t, idem.OutcomePanic, idem.OutcomeExecuted)
 }
 
 func authedPost(target, key string) *http.Request {

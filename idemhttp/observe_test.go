@@ -1,6 +1,7 @@
 package idemhttp_test
 
 import (
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/memstore"
 )
 
 // Every outcome is logged with a hash of the key, never the key, and
@@ -29,7 +31,7 @@ func TestLogsAndObserver(t *testing.T) {
 	if strings.Contains(logs, key) {
 		t.Errorf("logs contain the key:\n%s", logs)
 	}
-	if got, want := strings.Count(logs, "key_sha256="+idemhttp.KeyHash(key)), 3; got != want {
+	if got, want := strings.Count(logs, "key_sha256="+idem.KeyHash(key)), 3; got != want {
 		t.Errorf("lines with the key's hash: got %d, want %d:\n%s", got, want, logs)
 	}
 	for _, o := range []string{"executed", "replayed", "mismatch", "missing_key", "invalid_key"} {
@@ -40,13 +42,13 @@ func TestLogsAndObserver(t *testing.T) {
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	h := idemhttp.KeyHash(key)
-	want := []idemhttp.Event{
-		{Outcome: idemhttp.OutcomeExecuted, Method: "POST", Route: "/transfers", Status: 201, KeyHash: h, ReplayCache: idem.CacheMiss},
-		{Outcome: idemhttp.OutcomeReplayed, Method: "POST", Route: "/transfers", Status: 201, KeyHash: h, ReplayCache: idem.CacheHit},
-		{Outcome: idemhttp.OutcomeMismatch, Method: "POST", Route: "/transfers", Status: 422, KeyHash: h, ReplayCache: idem.CacheHit},
-		{Outcome: idemhttp.OutcomeMissingKey, Method: "POST", Route: "/transfers", Status: 400},
-		{Outcome: idemhttp.OutcomeInvalidKey, Method: "POST", Route: "/transfers", Status: 400},
+	h := idem.KeyHash(key)
+	want := []idem.Event{
+		{Transport: idem.TransportHTTP, Outcome: idem.OutcomeExecuted, Method: "POST", Route: "/transfers", Status: 201, KeyHash: h, ReplayCache: idem.CacheMiss},
+		{Transport: idem.TransportHTTP, Outcome: idem.OutcomeReplayed, Method: "POST", Route: "/transfers", Status: 201, KeyHash: h, ReplayCache: idem.CacheHit},
+		{Transport: idem.TransportHTTP, Outcome: idem.OutcomeMismatch, Method: "POST", Route: "/transfers", Status: 422, KeyHash: h, ReplayCache: idem.CacheHit},
+		{Transport: idem.TransportHTTP, Outcome: idem.OutcomeMissingKey, Method: "POST", Route: "/transfers", Status: 400},
+		{Transport: idem.TransportHTTP, Outcome: idem.OutcomeInvalidKey, Method: "POST", Route: "/transfers", Status: 400},
 	}
 	if got, want := len(e.events), len(want); got != want {
 		t.Fatalf("events: got %d, want %d", got, want)
@@ -65,10 +67,38 @@ func TestLogsAndObserver(t *testing.T) {
 	}
 }
 
+// At Info, the level a server logs at, an ordinary request writes no line:
+// executions, replays, duplicates in flight and a client's missing key are
+// Debug. A key reused with another request is a Warn line.
+func TestOrdinaryOutcomesAreDebug(t *testing.T) {
+	t.Parallel()
+	var buf syncBuffer
+	g, err := idem.New(memstore.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := idemhttp.New(g, &idemhttp.Config{Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw.Handler(&effectHandler{})
+	serve(h, "POST", "/transfers", "{}", withKey("k1"))
+	serve(h, "POST", "/transfers", "{}", withKey("k1"))
+	serve(h, "POST", "/transfers", "{}")
+	serve(h, "POST", "/transfers", "{}", withKey("a,b"))
+	if got := buf.String(); got != "" {
+		t.Fatalf("at Info, ordinary requests logged:\n%s", got)
+	}
+	serve(h, "POST", "/transfers", `{"x":1}`, withKey("k1"))
+	if got := buf.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "level=WARN") || !strings.Contains(got, "outcome=mismatch") {
+		t.Fatalf("a reused key: got %q, want one WARN line", got)
+	}
+}
+
 func TestKeyHash(t *testing.T) {
 	t.Parallel()
 	// SHA-256("abc") starts with ba7816bf8f01.
-	if got, want := idemhttp.KeyHash("abc"), "ba7816bf8f01"; got != want {
+	if got, want := idem.KeyHash("abc"), "ba7816bf8f01"; got != want {
 		t.Errorf("KeyHash: got %q, want %q", got, want)
 	}
 }

@@ -46,7 +46,7 @@ func TestPrincipalScopeSQLite(t *testing.T) {
 			http.Error(w, "no transaction", http.StatusInternalServerError)
 			return
 		}
-		owner, _ := idemhttp.PrincipalFrom(r.Context())
+		owner, _ := idem.PrincipalFrom(r.Context())
 		res, err := tx.ExecContext(r.Context(), `INSERT INTO orders (owner) VALUES (?)`, owner)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -106,8 +106,8 @@ func TestPrincipalScopeSQLite(t *testing.T) {
 			t.Errorf("record in scope %s: %v", scope, err)
 		}
 	}
-	if _, err := store.Lookup(ctx, &idem.LookupParams{Scope: idemhttp.AnonymousScope, Key: "order-1001"}); !errors.Is(err, idem.ErrNotFound) {
-		t.Errorf("record in %q: got %v, want none", idemhttp.AnonymousScope, err)
+	if _, err := store.Lookup(ctx, &idem.LookupParams{Scope: idem.AnonymousScope, Key: "order-1001"}); !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("record in %q: got %v, want none", idem.AnonymousScope, err)
 	}
 }
 

@@ -32,7 +32,7 @@ func tokenAuth(header string, principals map[string]string, next http.Handler) h
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(idemhttp.WithPrincipal(r.Context(), p)))
+		next.ServeHTTP(w, r.WithContext(idem.WithPrincipal(r.Context(), p)))
 	})
 }
 
@@ -116,7 +116,7 @@ func TestUnknownAuthHeaderWithoutPrincipalIsRefused(t *testing.T) {
 	if got := h.runs.Load(); got != 0 {
 		t.Errorf("handler runs: got %d, want 0", got)
 	}
-	for _, scope := range []string{"", idemhttp.AnonymousScope} {
+	for _, scope := range []string{"", idem.AnonymousScope} {
 		if _, err := store.Lookup(t.Context(), &idem.LookupParams{Scope: scope, Key: "order-1001"}); !errors.Is(err, idem.ErrNotFound) {
 			t.Errorf("record in scope %q: got %v, want none", scope, err)
 		}
@@ -192,8 +192,8 @@ func TestExplicitAnonymousIsShared(t *testing.T) {
 			if got, want := second.Body.String(), first.Body.String(); got != want {
 				t.Errorf("second body: got %s, want %s", got, want)
 			}
-			if e.record(t, idemhttp.AnonymousScope, "k") == nil {
-				t.Errorf("record in %q: none", idemhttp.AnonymousScope)
+			if e.record(t, idem.AnonymousScope, "k") == nil {
+				t.Errorf("record in %q: none", idem.AnonymousScope)
 			}
 			// A caller with a principal keeps its own scope.
 			own := serve(public, "POST", "/signups", `{"email":"a@example.com"}`, withKey("k"))
@@ -227,7 +227,7 @@ func TestScopeFunctionWithoutPrincipal(t *testing.T) {
 		case "":
 			return "", errors.New("tenant lookup: no such table")
 		case "none":
-			return "", idemhttp.ErrNoPrincipal
+			return "", idem.ErrNoPrincipal
 		case "empty":
 			return "", nil
 		}
@@ -253,11 +253,11 @@ func TestScopeFunctionWithoutPrincipal(t *testing.T) {
 			t.Errorf("X-Tenant %s on an anonymous route: got %d, want %d", v, got, want)
 		}
 	}
-	if e.record(t, idemhttp.AnonymousScope, "k") == nil {
-		t.Errorf("record in %q: none", idemhttp.AnonymousScope)
+	if e.record(t, idem.AnonymousScope, "k") == nil {
+		t.Errorf("record in %q: none", idem.AnonymousScope)
 	}
-	want := []idemhttp.Outcome{idemhttp.OutcomeNoPrincipal, idemhttp.OutcomeNoPrincipal, idemhttp.OutcomeError, idemhttp.OutcomeError,
-		idemhttp.OutcomeExecuted, idemhttp.OutcomeReplayed}
+	want := []idem.Outcome{idem.OutcomeNoPrincipal, idem.OutcomeNoPrincipal, idem.OutcomeError, idem.OutcomeError,
+		idem.OutcomeExecuted, idem.OutcomeReplayed}
 	if got := e.outcomes(); !slices.Equal(got, want) {
 		t.Errorf("outcomes: got %v, want %v", got, want)
 	}
@@ -275,7 +275,7 @@ func TestNoPrincipalLogsHowToConfigureOnce(t *testing.T) {
 	if got, want := strings.Count(logs, "level=ERROR"), 1; got != want {
 		t.Errorf("ERROR lines: got %d, want %d:\n%s", got, want, logs)
 	}
-	for _, hint := range []string{"idemhttp.WithPrincipal", "Config.Scope", "Config.Anonymous", "RouteOptions.Anonymous"} {
+	for _, hint := range []string{"idem.WithPrincipal", "Config.Scope", "Config.Anonymous", "RouteOptions.Anonymous"} {
 		if !strings.Contains(logs, hint) {
 			t.Errorf("log does not name %s:\n%s", hint, logs)
 		}
@@ -293,7 +293,7 @@ func TestNoPrincipalLogsHowToConfigureOnce(t *testing.T) {
 	}
 	serve(mw.Handler(&effectHandler{}), "POST", "/x", "{}", withKey("k"), asPrincipal(""))
 	serve(mw.Handler(&effectHandler{}), "POST", "/x", "{}", withKey("k"), asPrincipal(""))
-	if got, want := strings.Count(buf.String(), "idemhttp.WithPrincipal"), 1; got != want {
+	if got, want := strings.Count(buf.String(), "idem.WithPrincipal"), 1; got != want {
 		t.Errorf("second middleware's hint lines: got %d, want %d:\n%s", got, want, buf.String())
 	}
 }
@@ -308,7 +308,7 @@ func TestScopeSeesBody(t *testing.T) {
 			return "", err
 		}
 		if in.Account == "" {
-			return "", idemhttp.ErrNoPrincipal
+			return "", idem.ErrNoPrincipal
 		}
 		return "account:" + in.Account, nil
 	}}))

@@ -22,21 +22,21 @@ func (c *call) takeKey() bool {
 	switch {
 	case !present && c.h.opts.Optional:
 		c.h.next.ServeHTTP(c.w, c.r)
-		c.done(OutcomeUnprotected, 0, nil)
+		c.done(idem.OutcomeUnprotected, 0, nil)
 		return false
 	case !present:
 		writeProblem(c.w, ProblemMissingKey, http.StatusBadRequest,
 			"This request must carry an "+name+" header.", 0)
-		c.done(OutcomeMissingKey, http.StatusBadRequest, nil)
+		c.done(idem.OutcomeMissingKey, http.StatusBadRequest, nil)
 		return false
 	case err != nil:
 		writeProblem(c.w, ProblemInvalidKey, http.StatusBadRequest, keyErrorDetail(name, err), 0)
-		c.done(OutcomeInvalidKey, http.StatusBadRequest, err)
+		c.done(idem.OutcomeInvalidKey, http.StatusBadRequest, err)
 		return false
 	}
 	c.req.Key = key
 	c.req.TTL = c.h.opts.TTL
-	c.keyHash = KeyHash(key)
+	c.keyHash = idem.KeyHash(key)
 	return true
 }
 
@@ -53,7 +53,7 @@ func (c *call) admit() bool {
 	default:
 		writeProblem(c.w, ProblemTooBusy, http.StatusServiceUnavailable,
 			"The server is serving too many requests at once. Nothing was done; retry later with the same key.", busyRetryAfter)
-		c.done(OutcomeTooBusy, http.StatusServiceUnavailable, nil)
+		c.done(idem.OutcomeTooBusy, http.StatusServiceUnavailable, nil)
 		return false
 	}
 }
@@ -79,7 +79,7 @@ func (c *call) readBody() bool {
 	if errors.Is(err, errRequestTooLarge) {
 		writeProblem(c.w, ProblemRequestTooLarge, http.StatusRequestEntityTooLarge,
 			fmt.Sprintf("The request body must not be larger than %d bytes.", c.m.cfg.MaxRequestBody), 0)
-		c.done(OutcomeTooLarge, http.StatusRequestEntityTooLarge, nil)
+		c.done(idem.OutcomeTooLarge, http.StatusRequestEntityTooLarge, nil)
 		discardRest(c.w, c.r)
 		return false
 	}
@@ -88,42 +88,42 @@ func (c *call) readBody() bool {
 		return false
 	}
 	writeProblem(c.w, ProblemBadRequest, http.StatusBadRequest, "The request body could not be read.", 0)
-	c.done(OutcomeBadRequest, http.StatusBadRequest, err)
+	c.done(idem.OutcomeBadRequest, http.StatusBadRequest, err)
 	return false
 }
 
 // resolveScope asks Config.Scope for the key's scope, with the body
-// readable. A request without a principal gets AnonymousScope where the
+// readable. A request without a principal gets idem.AnonymousScope where the
 // route allows it, and is refused with 500 no-principal elsewhere.
 func (c *call) resolveScope() bool {
 	scope, err := c.m.cfg.Scope(withBody(c.r, c.body))
 	if err == nil && scope == "" {
-		err = fmt.Errorf("%w: Config.Scope returned an empty scope", ErrNoPrincipal)
+		err = fmt.Errorf("%w: Config.Scope returned an empty scope", idem.ErrNoPrincipal)
 	}
 	switch {
 	case err == nil:
 		c.req.Scope = scope
 		return true
-	case errors.Is(err, ErrNoPrincipal) && (c.m.cfg.Anonymous || c.h.opts.Anonymous):
-		c.req.Scope = AnonymousScope
+	case errors.Is(err, idem.ErrNoPrincipal) && (c.m.cfg.Anonymous || c.h.opts.Anonymous):
+		c.req.Scope = idem.AnonymousScope
 		return true
-	case errors.Is(err, ErrNoPrincipal):
+	case errors.Is(err, idem.ErrNoPrincipal):
 		c.m.noPrincipal.Do(func() {
 			c.m.logger().LogAttrs(c.r.Context(), slog.LevelError,
 				"idemhttp: protected requests without a principal are refused with 500 no-principal, "+
 					"because their keys cannot be kept apart from other callers' keys. "+
-					"Call idemhttp.WithPrincipal(ctx, id) in the authentication middleware that runs before this one, "+
+					"Call idem.WithPrincipal(ctx, id) in the authentication middleware that runs before this one, "+
 					"or set Config.Scope to a function that returns the caller's identity, "+
 					"or, on a public endpoint whose callers use random keys, set Config.Anonymous or RouteOptions.Anonymous",
 				slog.String("method", c.r.Method), slog.String("route", c.route))
 		})
 		writeProblem(c.w, ProblemNoPrincipal, http.StatusInternalServerError,
 			"The server could not tell who sent this request, so it cannot keep its key apart from other callers' keys. Nothing was done.", 0)
-		c.done(OutcomeNoPrincipal, http.StatusInternalServerError, err)
+		c.done(idem.OutcomeNoPrincipal, http.StatusInternalServerError, err)
 		return false
 	default:
 		writeProblem(c.w, ProblemInternal, http.StatusInternalServerError, "", 0)
-		c.done(OutcomeError, http.StatusInternalServerError, fmt.Errorf("idemhttp: Config.Scope: %w", err))
+		c.done(idem.OutcomeError, http.StatusInternalServerError, fmt.Errorf("idemhttp: Config.Scope: %w", err))
 		return false
 	}
 }
@@ -141,7 +141,7 @@ func (c *call) inTime() bool {
 
 // refuseEnded answers 408 to a request that ended before any work. Nothing
 // was recorded; the connection is closed, since its state is unknown.
-func (c *call) refuseEnded(o Outcome, err error) {
+func (c *call) refuseEnded(o idem.Outcome, err error) {
 	c.w.Header().Set("Connection", "close")
 	writeProblem(c.w, ProblemRequestTimeout, http.StatusRequestTimeout,
 		"The request was not received in time. Nothing was done; retry with the same key.", 0)

@@ -4,29 +4,17 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"hash"
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/idemkit/idem"
 )
 
-// ErrNoPrincipal is the error a scope function returns when the request
-// has no principal to scope its key by. The middleware then refuses the
-// request with 500 no-principal, unless the route lets anonymous callers
-// share AnonymousScope (Config.Anonymous, RouteOptions.Anonymous). A
-// Config.Scope may return it (or wrap it) too.
-var ErrNoPrincipal = errors.New("idemhttp: the request has no principal to scope its key by")
-
-// AnonymousScope is the scope that requests without a principal share on a
-// middleware or route that allows anonymous callers (Config.Anonymous,
-// RouteOptions.Anonymous). No principal should be named "anonymous": it
-// would share its records with those callers.
-const AnonymousScope = "anonymous"
-
 // DefaultScope is the default Config.Scope: the principal that
-// authentication stored in the request's context with WithPrincipal. A
-// request without one gets ErrNoPrincipal.
+// authentication stored in the request's context with idem.WithPrincipal. A
+// request without one gets idem.ErrNoPrincipal.
 //
 // The principal is the identity authentication established (a user, client
 // or tenant id), not the bytes of a credential: a refreshed token leaves it
@@ -34,10 +22,10 @@ const AnonymousScope = "anonymous"
 // callers authenticated by any scheme are kept apart as long as their
 // principals differ.
 func DefaultScope(r *http.Request) (string, error) {
-	if p, ok := PrincipalFrom(r.Context()); ok {
+	if p, ok := idem.PrincipalFrom(r.Context()); ok {
 		return p, nil
 	}
-	return "", ErrNoPrincipal
+	return "", idem.ErrNoPrincipal
 }
 
 // CredentialScope is a Config.Scope for gateways that cannot know the
@@ -50,9 +38,9 @@ func DefaultScope(r *http.Request) (string, error) {
 //   - the SHA-256 of the TLS client certificate, if one was presented.
 //
 // The scope is "sha256:" and the hex SHA-256 of those values. A request
-// with none of them gets ErrNoPrincipal.
+// with none of them gets idem.ErrNoPrincipal.
 //
-// Prefer DefaultScope with WithPrincipal wherever authentication runs in
+// Prefer DefaultScope with idem.WithPrincipal wherever authentication runs in
 // the same process; CredentialScope has three costs:
 //
 //   - Anything that changes one of these values between two attempts (a
@@ -96,7 +84,7 @@ func CredentialScope(r *http.Request) (string, error) {
 		n++
 	}
 	if n == 0 {
-		return "", ErrNoPrincipal
+		return "", idem.ErrNoPrincipal
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }

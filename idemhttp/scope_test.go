@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
 )
 
@@ -85,14 +86,14 @@ func TestDefaultScope(t *testing.T) {
 			t.Parallel()
 			r := httptest.NewRequest("POST", "/", nil)
 			if tc.principal != "" {
-				r = r.WithContext(idemhttp.WithPrincipal(r.Context(), tc.principal))
+				r = r.WithContext(idem.WithPrincipal(r.Context(), tc.principal))
 			}
 			for _, o := range tc.opts {
 				o(r)
 			}
 			got, err := idemhttp.DefaultScope(r)
 			if tc.want == "" {
-				if !errors.Is(err, idemhttp.ErrNoPrincipal) {
+				if !errors.Is(err, idem.ErrNoPrincipal) {
 					t.Errorf("DefaultScope: got %q, %v; want ErrNoPrincipal", got, err)
 				}
 				return
@@ -103,8 +104,8 @@ func TestDefaultScope(t *testing.T) {
 		})
 	}
 	r := httptest.NewRequest("POST", "/", nil)
-	r = r.WithContext(idemhttp.WithPrincipal(r.Context(), ""))
-	if p, ok := idemhttp.PrincipalFrom(r.Context()); ok {
+	r = r.WithContext(idem.WithPrincipal(r.Context(), ""))
+	if p, ok := idem.PrincipalFrom(r.Context()); ok {
 		t.Errorf("PrincipalFrom after WithPrincipal(\"\"): got %q, true; want none", p)
 	}
 }
@@ -132,7 +133,7 @@ func TestCredentialScope(t *testing.T) {
 		for _, o := range opts {
 			o(r)
 		}
-		if s, err := idemhttp.CredentialScope(r); !errors.Is(err, idemhttp.ErrNoPrincipal) {
+		if s, err := idemhttp.CredentialScope(r); !errors.Is(err, idem.ErrNoPrincipal) {
 			t.Errorf("%s: got %q, %v; want ErrNoPrincipal", name, s, err)
 		}
 	}
@@ -149,7 +150,7 @@ func TestCredentialScope(t *testing.T) {
 		"TokenAsCookie":  scope(header("Cookie", "Bearer a")),
 		"TokenAndCookie": scope(header("Authorization", "Bearer a"), header("Cookie", "s=1")),
 	} {
-		if other == a || other == idemhttp.AnonymousScope {
+		if other == a || other == idem.AnonymousScope {
 			t.Errorf("%s: got scope %q, want a scope of its own", name, other)
 		}
 	}
@@ -168,7 +169,7 @@ func TestCredentialScope(t *testing.T) {
 			r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{{Raw: []byte(raw)}}}
 		}
 	}
-	if got := scope(cert("one")); got == scope(cert("two")) || got == idemhttp.AnonymousScope {
+	if got := scope(cert("one")); got == scope(cert("two")) || got == idem.AnonymousScope {
 		t.Errorf("client certificates: got %q for both, want one scope each", got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
 )
 
@@ -78,7 +79,7 @@ func checkTimedOut(t *testing.T, e *env, h *effectHandler, resp *http.Response) 
 	if e.record(t, alice, "slow-1") != nil {
 		t.Errorf("a record was written for a request that was not received")
 	}
-	if got, want := e.outcomes(), []idemhttp.Outcome{idemhttp.OutcomeRequestTimeout}; !slices.Equal(got, want) {
+	if got, want := e.outcomes(), []idem.Outcome{idem.OutcomeRequestTimeout}; !slices.Equal(got, want) {
 		t.Errorf("outcomes: got %v, want %v", got, want)
 	}
 	if logs := e.logs.String(); strings.Contains(logs, "level=ERROR") || strings.Contains(logs, "unavailable") {
@@ -142,21 +143,21 @@ func TestContextEndsBeforeTheStore(t *testing.T) {
 		body func(ctx *expiringCtx) io.Reader
 		// scopeEnds ends the context in Config.Scope, after the body.
 		scopeEnds bool
-		want      idemhttp.Outcome
+		want      idem.Outcome
 	}{
 		{"DeadlineDuringReadBodyCompletes", func(ctx *expiringCtx) io.Reader {
 			return io.MultiReader(strings.NewReader(`{"amount":`), &onRead{f: ctx.expire}, strings.NewReader(`10}`))
-		}, false, idemhttp.OutcomeRequestTimeout},
+		}, false, idem.OutcomeRequestTimeout},
 		{"DeadlineDuringReadBodyFails", func(ctx *expiringCtx) io.Reader {
 			return io.MultiReader(strings.NewReader(`{"amount":`), &onRead{f: ctx.expire, err: errors.New("read aborted")})
-		}, false, idemhttp.OutcomeRequestTimeout},
+		}, false, idem.OutcomeRequestTimeout},
 		{"ReadTimeoutError", func(*expiringCtx) io.Reader {
 			return io.MultiReader(strings.NewReader(`{"amount":`), &onRead{err: &net.OpError{Op: "read", Net: "tcp", Err: timeoutError{}}})
-		}, false, idemhttp.OutcomeRequestTimeout},
-		{"DeadlineAfterBody", nil, true, idemhttp.OutcomeRequestTimeout},
+		}, false, idem.OutcomeRequestTimeout},
+		{"DeadlineAfterBody", nil, true, idem.OutcomeRequestTimeout},
 		{"ClientLeftDuringRead", func(ctx *expiringCtx) io.Reader {
 			return io.MultiReader(strings.NewReader(`{"amount":`), &onRead{f: ctx.cancel, err: io.ErrUnexpectedEOF})
-		}, false, idemhttp.OutcomeCanceled},
+		}, false, idem.OutcomeCanceled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -187,7 +188,7 @@ func TestContextEndsBeforeTheStore(t *testing.T) {
 			if got := h.runs.Load(); got != 0 {
 				t.Errorf("handler runs: got %d, want 0", got)
 			}
-			if got, want := e.outcomes(), []idemhttp.Outcome{tc.want}; !slices.Equal(got, want) {
+			if got, want := e.outcomes(), []idem.Outcome{tc.want}; !slices.Equal(got, want) {
 				t.Errorf("outcomes: got %v, want %v", got, want)
 			}
 			if logs := e.logs.String(); strings.Contains(logs, "level=ERROR") {

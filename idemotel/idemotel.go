@@ -7,12 +7,13 @@
 //
 // Two parts, used together or apart:
 //
-//   - Observer is an idemhttp.Observer: give it to idemhttp.Config.Observer
+//   - Observer is an idem.Observer: give it to idemhttp.Config.Observer
 //     and to idemgrpc.Config.Observer. For each protected request it sets
-//     the attributes idem.outcome and idem.key_sha256 (idemhttp.KeyHash,
-//     never the key) on the span and adds a span event "idem.outcome" with
-//     the outcome, the key's hash, the route, the status (HTTP) or code
-//     (gRPC) and the time the middleware took. An outcome that means the
+//     the attributes idem.outcome, idem.transport and idem.key_sha256
+//     (idem.KeyHash, never the key) on the span and adds a span event
+//     "idem.outcome" with the outcome, the transport, the key's hash, the
+//     route, the status (HTTP) or code (gRPC) and the time the transport
+//     took. An outcome that means the
 //     server failed (unavailable, error, panic, response_too_large) sets
 //     the span's status to Error.
 //
@@ -34,7 +35,6 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/idemhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -43,6 +43,7 @@ import (
 // Attribute keys and event names this package writes.
 const (
 	AttrOutcome       = attribute.Key("idem.outcome")
+	AttrTransport     = attribute.Key("idem.transport")
 	AttrKeyHash       = attribute.Key("idem.key_sha256")
 	AttrRoute         = attribute.Key("idem.route")
 	AttrDurationMS    = attribute.Key("idem.duration_ms")
@@ -63,26 +64,25 @@ const (
 	EventStoreRollback = "idem.store.rollback"
 )
 
-// grpcMethod is idemgrpc.EventMethod, spelled here so that this package
-// does not import gRPC.
-const grpcMethod = "gRPC"
-
 // Observer adds each outcome of idemhttp or idemgrpc to the active span.
 // It is safe for concurrent use.
 type Observer struct{}
 
-var _ idemhttp.Observer = (*Observer)(nil)
+var _ idem.Observer = (*Observer)(nil)
 
 // NewObserver returns an Observer.
 func NewObserver() *Observer { return &Observer{} }
 
-// Observe implements idemhttp.Observer.
-func (*Observer) Observe(ctx context.Context, e idemhttp.Event) {
+// Observe implements idem.Observer.
+func (*Observer) Observe(ctx context.Context, e idem.Event) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
 	}
 	attrs := []attribute.KeyValue{AttrOutcome.String(string(e.Outcome))}
+	if e.Transport != "" {
+		attrs = append(attrs, AttrTransport.String(string(e.Transport)))
+	}
 	if e.KeyHash != "" {
 		attrs = append(attrs, AttrKeyHash.String(e.KeyHash))
 	}
@@ -95,14 +95,14 @@ func (*Observer) Observe(ctx context.Context, e idemhttp.Event) {
 		attrs = append(attrs, AttrInFlightLocal.Bool(true))
 	}
 	switch {
-	case e.Method == grpcMethod:
+	case e.Transport == idem.TransportGRPC:
 		attrs = append(attrs, AttrGRPCCode.Int(e.Status))
 	case e.Status != 0:
 		attrs = append(attrs, AttrHTTPStatus.Int(e.Status))
 	}
 	span.AddEvent(EventOutcome, trace.WithAttributes(attrs...))
 	switch e.Outcome {
-	case idemhttp.OutcomeUnavailable, idemhttp.OutcomeError, idemhttp.OutcomePanic, idemhttp.OutcomeResponseTooLarge:
+	case idem.OutcomeUnavailable, idem.OutcomeError, idem.OutcomePanic, idem.OutcomeResponseTooLarge, idem.OutcomeLeaseLost:
 		span.SetStatus(codes.Error, "idem: "+string(e.Outcome))
 	}
 }
@@ -110,8 +110,8 @@ func (*Observer) Observe(ctx context.Context, e idemhttp.Event) {
 // Observers returns an Observer that tells each of obs in turn, for a
 // middleware that feeds Prometheus and OpenTelemetry at once. Nil entries
 // are skipped.
-func Observers(obs ...idemhttp.Observer) idemhttp.Observer {
-	return idemhttp.ObserverFunc(func(ctx context.Context, e idemhttp.Event) {
+func Observers(obs ...idem.Observer) idem.Observer {
+	return idem.ObserverFunc(func(ctx context.Context, e idem.Event) {
 		for _, o := range obs {
 			if o != nil {
 				o.Observe(ctx, e)

@@ -43,7 +43,7 @@ func spanned(tr trace.Tracer, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, span := tr.Start(r.Context(), r.Method+" "+r.URL.Path, trace.WithSpanKind(trace.SpanKindServer))
 		defer span.End()
-		next.ServeHTTP(w, r.WithContext(idemhttp.WithPrincipal(ctx, "user:1")))
+		next.ServeHTTP(w, r.WithContext(idem.WithPrincipal(ctx, "user:1")))
 	})
 }
 
@@ -90,13 +90,25 @@ func checkInProcess(t *testing.T, s spanView, cache string, local bool) {
 	}
 }
 
-func checkOutcome(t *testing.T, s spanView, outcome idemhttp.Outcome, key string, store map[string]string) {
+// checkTransport checks that the span and its outcome event name the
+// transport the request came by.
+func checkTransport(t *testing.T, s spanView, want idem.Transport) {
+	t.Helper()
+	if got := s.attrs[idemotel.AttrTransport].AsString(); got != string(want) {
+		t.Errorf("span attribute %s = %q, want %q", idemotel.AttrTransport, got, want)
+	}
+	if got := s.events[idemotel.EventOutcome][idemotel.AttrTransport].AsString(); got != string(want) {
+		t.Errorf("event attribute %s = %q, want %q", idemotel.AttrTransport, got, want)
+	}
+}
+
+func checkOutcome(t *testing.T, s spanView, outcome idem.Outcome, key string, store map[string]string) {
 	t.Helper()
 	if got := s.attrs[idemotel.AttrOutcome].AsString(); got != string(outcome) {
 		t.Errorf("span attribute %s = %q, want %q", idemotel.AttrOutcome, got, outcome)
 	}
-	if got := s.attrs[idemotel.AttrKeyHash].AsString(); got != idemhttp.KeyHash(key) {
-		t.Errorf("span attribute %s = %q, want %q", idemotel.AttrKeyHash, got, idemhttp.KeyHash(key))
+	if got := s.attrs[idemotel.AttrKeyHash].AsString(); got != idem.KeyHash(key) {
+		t.Errorf("span attribute %s = %q, want %q", idemotel.AttrKeyHash, got, idem.KeyHash(key))
 	}
 	ev, ok := s.events[idemotel.EventOutcome]
 	if !ok {
@@ -182,19 +194,21 @@ func TestHTTPSpans(t *testing.T) {
 	if got := post("k1", "a"); got != http.StatusCreated {
 		t.Fatalf("first: %d", got)
 	}
-	checkOutcome(t, ended(), idemhttp.OutcomeExecuted, "k1", map[string]string{idemotel.EventStoreBegin: "new", idemotel.EventStoreCommit: "ok"})
+	first := ended()
+	checkOutcome(t, first, idem.OutcomeExecuted, "k1", map[string]string{idemotel.EventStoreBegin: "new", idemotel.EventStoreCommit: "ok"})
+	checkTransport(t, first, idem.TransportHTTP)
 	post("k1", "a")
 	s := ended()
 	// The Guard answers the retry from memory: no store call, and the
 	// outcome event says so.
-	checkOutcome(t, s, idemhttp.OutcomeReplayed, "k1", nil)
+	checkOutcome(t, s, idem.OutcomeReplayed, "k1", nil)
 	checkInProcess(t, s, "hit", false)
 	if got := s.events[idemotel.EventOutcome][idemotel.AttrHTTPStatus].AsInt64(); got != 201 {
 		t.Errorf("replay status attribute = %d, want 201", got)
 	}
 	post("k1", "b")
 	s = ended()
-	checkOutcome(t, s, idemhttp.OutcomeMismatch, "k1", nil)
+	checkOutcome(t, s, idem.OutcomeMismatch, "k1", nil)
 	checkInProcess(t, s, "hit", false)
 
 	done := make(chan int, 1)
@@ -208,7 +222,7 @@ func TestHTTPSpans(t *testing.T) {
 		t.Fatalf("in flight: %d", got)
 	}
 	s = ended()
-	checkOutcome(t, s, idemhttp.OutcomeInFlight, "slow", nil)
+	checkOutcome(t, s, idem.OutcomeInFlight, "slow", nil)
 	checkInProcess(t, s, "miss", true)
 	close(release)
 	<-done
@@ -218,7 +232,7 @@ func TestHTTPSpans(t *testing.T) {
 		t.Fatalf("store closed: %d", got)
 	}
 	s = ended()
-	checkOutcome(t, s, idemhttp.OutcomeUnavailable, "k9", map[string]string{idemotel.EventStoreBegin: "error"})
+	checkOutcome(t, s, idem.OutcomeUnavailable, "k9", map[string]string{idemotel.EventStoreBegin: "error"})
 	if s.status != codes.Error {
 		t.Errorf("unavailable span status = %v, want Error", s.status)
 	}
@@ -245,7 +259,7 @@ func TestGRPCSpans(t *testing.T) {
 		defer spans.Done()
 		ctx, span := tr.Start(ctx, info.FullMethod, trace.WithSpanKind(trace.SpanKindServer))
 		defer span.End()
-		return handler(idemhttp.WithPrincipal(ctx, "user:1"), req)
+		return handler(idem.WithPrincipal(ctx, "user:1"), req)
 	}
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(startSpan, i.Unary))
 	srv.RegisterService(&grpc.ServiceDesc{
@@ -283,17 +297,19 @@ func TestGRPCSpans(t *testing.T) {
 		return view(all[len(all)-1])
 	}
 	say("g1", "hi")
-	checkOutcome(t, ended(), idemhttp.OutcomeExecuted, "g1", map[string]string{idemotel.EventStoreBegin: "new", idemotel.EventStoreCommit: "ok"})
+	first := ended()
+	checkOutcome(t, first, idem.OutcomeExecuted, "g1", map[string]string{idemotel.EventStoreBegin: "new", idemotel.EventStoreCommit: "ok"})
+	checkTransport(t, first, idem.TransportGRPC)
 	say("g1", "hi")
 	s := ended()
-	checkOutcome(t, s, idemhttp.OutcomeReplayed, "g1", nil)
+	checkOutcome(t, s, idem.OutcomeReplayed, "g1", nil)
 	checkInProcess(t, s, "hit", false)
 	if got := s.events[idemotel.EventOutcome][idemotel.AttrGRPCCode].AsInt64(); got != 0 {
 		t.Errorf("grpc code attribute = %d, want 0", got)
 	}
 	say("g1", "ho")
 	s = ended()
-	checkOutcome(t, s, idemhttp.OutcomeMismatch, "g1", nil)
+	checkOutcome(t, s, idem.OutcomeMismatch, "g1", nil)
 	if got := s.events[idemotel.EventOutcome][idemotel.AttrGRPCCode].AsInt64(); got != 9 {
 		t.Errorf("grpc code attribute = %d, want 9 (FailedPrecondition)", got)
 	}
@@ -302,7 +318,7 @@ func TestGRPCSpans(t *testing.T) {
 // Without a recording span, nothing is added and nothing fails.
 func TestNoSpan(t *testing.T) {
 	t.Parallel()
-	idemotel.NewObserver().Observe(context.Background(), idemhttp.Event{Outcome: idemhttp.OutcomeExecuted})
+	idemotel.NewObserver().Observe(context.Background(), idem.Event{Outcome: idem.OutcomeExecuted})
 	guard, _ := idem.New(idemotel.WrapStore(memstore.New()), nil)
 	_, _, err := guard.Do(context.Background(), idem.Request{Scope: "s", Key: "k"}, func(ctx context.Context) (idem.Result, error) {
 		if _, ok := memstore.TxFrom(ctx); !ok {

@@ -43,7 +43,7 @@ func newTransfers() (http.Handler, *atomic.Int64) {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
-		mux.ServeHTTP(w, r.WithContext(idemhttp.WithPrincipal(r.Context(), "user:"+user)))
+		mux.ServeHTTP(w, r.WithContext(idem.WithPrincipal(r.Context(), "user:"+user)))
 	})
 	return auth, &transfers
 }

@@ -159,7 +159,7 @@ func TestServeShutsDownGracefully(t *testing.T) {
 	}
 	metrics, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	for _, want := range []string{`idem_http_requests_total{outcome="executed"} 1`, `idem_http_requests_total{outcome="replayed"} 1`} {
+	for _, want := range []string{`idem_requests_total{outcome="executed",transport="http"} 1`, `idem_requests_total{outcome="replayed",transport="http"} 1`} {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/cmd/idem/internal/transfers"
-	"github.com/idemkit/idem/idemhttp/idemprom"
+	"github.com/idemkit/idem/idemprom"
 	"github.com/idemkit/idem/inbox"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"

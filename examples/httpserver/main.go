@@ -71,7 +71,7 @@ func run(ctx context.Context, ln net.Listener, path string) error {
 	mux.Handle("POST /transfers", mw.Handler(http.HandlerFunc(transfer)))
 	mux.HandleFunc("GET /balance", func(w http.ResponseWriter, r *http.Request) {
 		var balance int64
-		who, _ := idemhttp.PrincipalFrom(r.Context())
+		who, _ := idem.PrincipalFrom(r.Context())
 		_ = store.DB().QueryRowContext(r.Context(), `SELECT balance FROM accounts WHERE id = ?`, who).Scan(&balance)
 		fmt.Fprintf(w, "{\"balance\":%d}\n", balance)
 	})
@@ -93,7 +93,7 @@ func authenticate(next http.Handler) http.Handler {
 			http.Error(w, "send Authorization: Bearer <user>", http.StatusUnauthorized)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(idemhttp.WithPrincipal(r.Context(), user)))
+		next.ServeHTTP(w, r.WithContext(idem.WithPrincipal(r.Context(), user)))
 	})
 }
 
@@ -109,7 +109,7 @@ func transfer(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `want {"to": <account>, "amount": <positive cents>}`, http.StatusBadRequest)
 		return
 	}
-	from, _ := idemhttp.PrincipalFrom(r.Context())
+	from, _ := idem.PrincipalFrom(r.Context())
 	tx, _ := sqlitestore.TxFrom(r.Context())
 	if status, refusal := pay(r.Context(), tx, from, in.To, in.Amount); status != http.StatusCreated {
 		http.Error(w, refusal, status)

@@ -4,12 +4,12 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem"
 )
 
 // authenticate is the demo's authentication: Authorization: Bearer <token>
 // names the principal "bearer:<token>", handed to idemhttp with
-// idemhttp.WithPrincipal. A malformed Authorization header is refused with
+// idem.WithPrincipal. A malformed Authorization header is refused with
 // 401. A request without the header is let through as the anonymous
 // principal, which the demo allows so that its clients need no
 // credentials; a real service would refuse anonymous writes here. It runs
@@ -27,6 +27,6 @@ func authenticate(next http.Handler) http.Handler {
 			problem(w, http.StatusUnauthorized, "unauthorized", "Unauthorized", "use Authorization: Bearer <token>")
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(idemhttp.WithPrincipal(r.Context(), "bearer:"+token)))
+		next.ServeHTTP(w, r.WithContext(idem.WithPrincipal(r.Context(), "bearer:"+token)))
 	})
 }

@@ -6,11 +6,12 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
 )
 
 // authenticate hands the principal to the idempotency layer through
-// idemhttp.WithPrincipal, and the scope is that principal; an anonymous
+// idem.WithPrincipal, and the scope is that principal; an anonymous
 // request gets the shared anonymous scope; a malformed header is a 401
 // that reaches nothing.
 func TestAuthenticateSetsPrincipal(t *testing.T) {
@@ -23,7 +24,7 @@ func TestAuthenticateSetsPrincipal(t *testing.T) {
 	}{
 		{"Bearer alice", "bearer:alice", "bearer:alice", 200},
 		{"bearer  bob ", "bearer:bob", "bearer:bob", 200},
-		{"", "", idemhttp.AnonymousScope, 200},
+		{"", "", idem.AnonymousScope, 200},
 		{"Basic Zm9vOmJhcg==", "", "", 401},
 		{"Bearer ", "", "", 401},
 		{"Bearer", "", "", 401},
@@ -32,13 +33,13 @@ func TestAuthenticateSetsPrincipal(t *testing.T) {
 		var reached bool
 		h := authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			reached = true
-			principal, _ = idemhttp.PrincipalFrom(r.Context())
+			principal, _ = idem.PrincipalFrom(r.Context())
 			// The scope idemhttp takes: the principal, or, with
 			// Config.Anonymous as the service sets it, the anonymous
 			// scope when there is none.
 			var err error
-			if sc, err = idemhttp.DefaultScope(r); errors.Is(err, idemhttp.ErrNoPrincipal) {
-				sc = idemhttp.AnonymousScope
+			if sc, err = idemhttp.DefaultScope(r); errors.Is(err, idem.ErrNoPrincipal) {
+				sc = idem.AnonymousScope
 			} else if err != nil {
 				t.Errorf("%q: scope: %v", tt.header, err)
 			}

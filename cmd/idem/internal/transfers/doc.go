@@ -34,7 +34,7 @@
 //
 // Authorization: Bearer <token> names the principal "bearer:<token>" (demo
 // authentication: the token is the principal's name), which the service
-// hands to the idempotency layer with idemhttp.WithPrincipal; keys are
+// hands to the idempotency layer with idem.WithPrincipal; keys are
 // scoped per principal. A malformed Authorization header is refused with
 // 401. A request without the header is the anonymous principal, and all
 // anonymous requests share one scope: the demo allows them so that its

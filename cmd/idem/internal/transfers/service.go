@@ -25,7 +25,7 @@ type Config struct {
 
 	// Observer is told the outcome of every protected request (see
 	// idemhttp.Config.Observer). Defaults to none.
-	Observer idemhttp.Observer
+	Observer idem.Observer
 
 	// Metrics, when set, is served at GET /metrics. Defaults to none.
 	Metrics http.Handler

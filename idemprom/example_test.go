@@ -7,7 +7,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
-	"github.com/idemkit/idem/idemhttp/idemprom"
+	"github.com/idemkit/idem/idemprom"
 	"github.com/idemkit/idem/memstore"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -24,22 +24,23 @@ func Example() {
 
 	for range 3 {
 		r := httptest.NewRequest("POST", "/orders", nil)
-		r = r.WithContext(idemhttp.WithPrincipal(r.Context(), "user:42")) // done by your authentication
+		r = r.WithContext(idem.WithPrincipal(r.Context(), "user:42")) // done by your authentication
 		r.Header.Set("Idempotency-Key", "order-1")
 		h.ServeHTTP(httptest.NewRecorder(), r)
 	}
 	mfs, _ := reg.Gather()
 	for _, mf := range mfs {
-		if mf.GetName() != "idem_http_requests_total" {
+		if mf.GetName() != "idem_requests_total" {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
 			if v := m.GetCounter().GetValue(); v > 0 {
-				fmt.Printf("%s{outcome=%q} %g\n", mf.GetName(), m.GetLabel()[0].GetValue(), v)
+				l := m.GetLabel() // sorted by name: outcome, transport
+				fmt.Printf("%s{outcome=%q,transport=%q} %g\n", mf.GetName(), l[0].GetValue(), l[1].GetValue(), v)
 			}
 		}
 	}
 	// Output:
-	// idem_http_requests_total{outcome="executed"} 1
-	// idem_http_requests_total{outcome="replayed"} 2
+	// idem_requests_total{outcome="executed",transport="http"} 1
+	// idem_requests_total{outcome="replayed",transport="http"} 2
 }
