@@ -27,16 +27,16 @@ type Config struct {
 	HTTPClient *http.Client
 
 	// NewKey makes the key of each new intent. Its keys must pass
-	// idem.ValidateKey and must be unique; use RandomKey or UUIDv7Key
-	// unless keys come from elsewhere. Defaults to RandomKey.
+	// idem.ValidateKey and must be unique; use idem.RandomKey or idem.UUIDv7Key
+	// unless keys come from elsewhere. Defaults to idem.RandomKey.
 	NewKey func() string
 
 	// QuoteKey sends every key as an RFC 8941 sf-string ("abc",
 	// idem.QuoteKey), the form the IETF idempotency-key draft specifies,
 	// for servers that parse the header strictly. Idem servers accept both
 	// forms. Defaults to false: the key is written by idem.FormatKey, bare
-	// when idem.ParseKey reads it back unchanged (as RandomKey's and
-	// UUIDv7Key's keys always are), quoted otherwise.
+	// when idem.ParseKey reads it back unchanged (as idem.RandomKey's and
+	// idem.UUIDv7Key's keys always are), quoted otherwise.
 	QuoteKey bool
 
 	// Header is the name of the header that carries the key, for servers

@@ -11,8 +11,8 @@
 //
 // # Intents and the client
 //
-// [Client.NewIntent] makes an intent with a fresh key ([RandomKey], 128
-// random bits, by default; [UUIDv7Key] or any generator through
+// [Client.NewIntent] makes an intent with a fresh key ([idem.RandomKey], 128
+// random bits, by default; [idem.UUIDv7Key] or any generator through
 // [Config.NewKey]). [Client.Do] sends it until it has a final answer,
 // setting the Idempotency-Key header on every attempt (written by
 // idem.FormatKey: a bare token when idem.ParseKey reads it back unchanged,
