@@ -22,6 +22,7 @@ package idemecho
 import (
 	"net/http"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/labstack/echo/v4"
 )

@@ -23,6 +23,7 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
 )
 
