@@ -1,14 +1,11 @@
 package idem
 
-import (
-	"errors"
-	"io"
-)
+import "github.com/idemkit/idem/internal/canonjson"
 
 // ErrNotCanonicalizable is returned by CanonicalJSON for input that has no
 // canonical form: invalid JSON, invalid UTF-8, or an object with two member
 // names that a decoder could take for the same field.
-var ErrNotCanonicalizable = errors.New("idem: JSON has no canonical form")
+var ErrNotCanonicalizable = canonjson.ErrNotCanonicalizable
 
 // CanonicalJSON returns the canonical form of a JSON document, the form
 // fingerprints are computed on. Two documents with the same canonical form
@@ -37,21 +34,5 @@ var ErrNotCanonicalizable = errors.New("idem: JSON has no canonical form")
 // The work is two passes over the bytes, with memory for the members of
 // objects that are not already in order, and no decoded tree.
 func CanonicalJSON(doc []byte) ([]byte, error) {
-	var c canonicalizer
-	if err := c.parse(doc); err != nil {
-		return nil, err
-	}
-	e := emitter{c: &c, out: make([]byte, 0, c.size)}
-	e.value(0)
-	return e.out, nil
-}
-
-// writeCanonical writes the canonical form of the document c has parsed
-// (c.size bytes) to w through a small buffer, without holding all of it.
-// w must not fail, as a hash does not.
-func (c *canonicalizer) writeCanonical(w io.Writer) {
-	// Small appends go past flushSize before the next check: leave room.
-	e := emitter{c: c, out: make([]byte, 0, min(2*flushSize, c.size)), w: w}
-	e.value(0)
-	e.flush()
+	return canonjson.Canonical(doc)
 }

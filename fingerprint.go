@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+
+	"github.com/idemkit/idem/internal/canonjson"
 )
 
 // FingerprintInput is what a request's fingerprint is computed from.
@@ -45,11 +47,14 @@ func NewFingerprint(in FingerprintInput) string {
 		head = appendField(head, e)
 	}
 	// The canonical form is hashed as it is written, never held whole.
-	var c canonicalizer
-	if in.JSON && c.parse(in.Body) == nil {
+	var doc *canonjson.Doc
+	if in.JSON {
+		doc, _ = canonjson.Parse(in.Body)
+	}
+	if doc != nil {
 		head = appendField(head, "json")
-		h.Write(binary.BigEndian.AppendUint64(head, uint64(c.size)))
-		c.writeCanonical(h)
+		h.Write(binary.BigEndian.AppendUint64(head, uint64(doc.Size())))
+		_, _ = doc.WriteTo(h) // a hash never fails
 	} else {
 		head = appendField(head, "raw")
 		h.Write(binary.BigEndian.AppendUint64(head, uint64(len(in.Body))))

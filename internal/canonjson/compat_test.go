@@ -1,4 +1,4 @@
-package idem
+package canonjson
 
 import (
 	"bytes"
@@ -11,9 +11,11 @@ import (
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/idemkit/idem/internal/canonjson/canonjsontest"
 )
 
-// checkAgainstReference fails t unless CanonicalJSON agrees with the
+// checkAgainstReference fails t unless Canonical agrees with the
 // canonicaliser it replaced on doc: the same canonical form, or both an
 // error, except that a document with member names equal under case folding
 // (which the old one accepted) must now be an error. It also checks that the
@@ -22,34 +24,39 @@ import (
 func checkAgainstReference(t *testing.T, doc []byte) {
 	t.Helper()
 	want, wantErr := referenceCanonicalJSON(doc)
-	got, err := CanonicalJSON(doc)
+	got, err := Canonical(doc)
 	if err != nil && !errors.Is(err, ErrNotCanonicalizable) {
-		t.Fatalf("CanonicalJSON(%q): error %v does not match ErrNotCanonicalizable", doc, err)
+		t.Fatalf("Canonical(%q): error %v does not match ErrNotCanonicalizable", doc, err)
 	}
 	switch {
 	case wantErr != nil:
 		if err == nil {
-			t.Fatalf("CanonicalJSON(%q) = %q; the reference rejects it: %v", doc, got, wantErr)
+			t.Fatalf("Canonical(%q) = %q; the reference rejects it: %v", doc, got, wantErr)
 		}
 		return
 	case hasFoldedDuplicate(doc):
 		if err == nil {
-			t.Fatalf("CanonicalJSON(%q) = %q; want an error for names equal under case folding", doc, got)
+			t.Fatalf("Canonical(%q) = %q; want an error for names equal under case folding", doc, got)
 		}
 		return
 	case err != nil:
-		t.Fatalf("CanonicalJSON(%q): %v; the reference gives %q", doc, err, want)
+		t.Fatalf("Canonical(%q): %v; the reference gives %q", doc, err, want)
 	case !bytes.Equal(got, want):
-		t.Fatalf("CanonicalJSON(%q)\n got %q\nwant %q", doc, got, want)
+		t.Fatalf("Canonical(%q)\n got %q\nwant %q", doc, got, want)
 	}
-	var c canonicalizer
-	if err := c.parse(doc); err != nil || c.size != len(want) {
-		t.Fatalf("parse(%q): size %d, %v; want %d", doc, c.size, err, len(want))
+	d, err := Parse(doc)
+	if err != nil {
+		t.Fatalf("Parse(%q): %v", doc, err)
+	}
+	if d.Size() != len(want) {
+		t.Fatalf("Parse(%q): size %d; want %d", doc, d.Size(), len(want))
 	}
 	var streamed bytes.Buffer
-	c.writeCanonical(&smallWrites{&streamed})
+	if n, err := d.WriteTo(&smallWrites{&streamed}); n != int64(len(want)) || err != nil {
+		t.Fatalf("WriteTo(%q) = %d, %v; want %d, nil", doc, n, err, len(want))
+	}
 	if !bytes.Equal(streamed.Bytes(), want) {
-		t.Fatalf("writeCanonical(%q)\n got %q\nwant %q", doc, streamed.Bytes(), want)
+		t.Fatalf("WriteTo(%q)\n got %q\nwant %q", doc, streamed.Bytes(), want)
 	}
 }
 
@@ -75,7 +82,7 @@ func TestCanonicalJSONMatchesReferenceOnCorpus(t *testing.T) {
 		checkAgainstReference(t, doc)
 		checkAgainstReference(t, mutate(r, doc))
 	}
-	for _, body := range [][]byte{benchNumbers(1 << 20), benchObjects(1 << 20), benchStrings(1 << 20), []byte(benchTransfer)} {
+	for _, body := range [][]byte{canonjsontest.Numbers(1 << 20), canonjsontest.Objects(1 << 20), canonjsontest.Strings(1 << 20), []byte(canonjsontest.Transfer)} {
 		checkAgainstReference(t, body)
 	}
 }
@@ -86,9 +93,9 @@ func TestCanonicalJSONDepthLimitMatchesEncodingJSON(t *testing.T) {
 		for _, open := range []string{"[", `{"a":`} {
 			close := map[string]string{"[": "]", `{"a":`: "}"}[open]
 			doc := []byte(strings.Repeat(open, depth) + "1" + strings.Repeat(close, depth))
-			_, err := CanonicalJSON(doc)
+			_, err := Canonical(doc)
 			if ok := json.Valid(doc); ok != (err == nil) {
-				t.Errorf("depth %d of %s: json.Valid = %v, CanonicalJSON error = %v", depth, open, ok, err)
+				t.Errorf("depth %d of %s: json.Valid = %v, Canonical error = %v", depth, open, ok, err)
 			}
 			checkAgainstReference(t, doc)
 		}

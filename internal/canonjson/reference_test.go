@@ -1,4 +1,4 @@
-package idem
+package canonjson
 
 // This file keeps the canonicaliser as it was before the single-pass
 // rewrite, for tests only: the new one must give byte for byte the same
@@ -16,7 +16,8 @@ import (
 	"unicode/utf8"
 )
 
-// referenceCanonicalJSON is CanonicalJSON before the rewrite.
+// referenceCanonicalJSON is Canonical (then idem.CanonicalJSON) before the
+// rewrite.
 func referenceCanonicalJSON(doc []byte) ([]byte, error) {
 	if !utf8.Valid(doc) {
 		return nil, fmt.Errorf("%w: invalid UTF-8", ErrNotCanonicalizable)

@@ -1,4 +1,4 @@
-package idem_test
+package canonjson_test
 
 import (
 	"bytes"
@@ -9,7 +9,8 @@ import (
 	"testing"
 	"unicode"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/canonjson"
+	"github.com/idemkit/idem/internal/canonjson/canonjsontest"
 )
 
 func TestCanonicalJSON(t *testing.T) {
@@ -35,9 +36,9 @@ func TestCanonicalJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := idem.CanonicalJSON([]byte(tt.in))
+			got, err := canonjson.Canonical([]byte(tt.in))
 			if err != nil || string(got) != tt.want {
-				t.Errorf("CanonicalJSON(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
+				t.Errorf("Canonical(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
 			}
 		})
 	}
@@ -68,11 +69,50 @@ func TestCanonicalJSONRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := idem.CanonicalJSON([]byte(tt.in))
-			if !errors.Is(err, idem.ErrNotCanonicalizable) {
-				t.Errorf("CanonicalJSON(%q) = %s, %v; want ErrNotCanonicalizable", tt.in, got, err)
+			got, err := canonjson.Canonical([]byte(tt.in))
+			if !errors.Is(err, canonjson.ErrNotCanonicalizable) {
+				t.Errorf("Canonical(%q) = %s, %v; want ErrNotCanonicalizable", tt.in, got, err)
 			}
 		})
+	}
+}
+
+// failingWriter takes room bytes, then fails every write; it counts the
+// writes made after the first failure.
+type failingWriter struct {
+	room, late int
+	failed     bool
+}
+
+var errWriterFull = errors.New("writer full")
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if w.failed {
+		w.late++
+	}
+	if len(p) <= w.room {
+		w.room -= len(p)
+		return len(p), nil
+	}
+	n := w.room
+	w.room, w.failed = 0, true
+	return n, errWriterFull
+}
+
+func TestWriteToStopsAtWriterError(t *testing.T) {
+	t.Parallel()
+	d, err := canonjson.Parse(canonjsontest.Strings(256 << 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const room = 100 << 10
+	w := &failingWriter{room: room}
+	n, err := d.WriteTo(w)
+	if n != room || !errors.Is(err, errWriterFull) {
+		t.Errorf("WriteTo = %d, %v; want %d, %v", n, err, room, errWriterFull)
+	}
+	if w.late != 0 {
+		t.Errorf("WriteTo wrote %d times after the writer failed, want 0", w.late)
 	}
 }
 
@@ -81,11 +121,11 @@ func FuzzCanonicalJSONIsStable(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		c, err := idem.CanonicalJSON(doc)
+		c, err := canonjson.Canonical(doc)
 		if err != nil {
 			return
 		}
-		again, err := idem.CanonicalJSON(c)
+		again, err := canonjson.Canonical(c)
 		if err != nil || string(again) != string(c) {
 			t.Fatalf("canonical form is not a fixed point: %s -> %s, %v", c, again, err)
 		}
@@ -189,7 +229,7 @@ func FuzzCanonicalJSONKeepsReading(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		c, err := idem.CanonicalJSON(doc)
+		c, err := canonjson.Canonical(doc)
 		if err != nil {
 			return
 		}
@@ -212,8 +252,8 @@ func FuzzCanonicalJSONSameFormSameReading(f *testing.F) {
 		f.Add([]byte(p[0]), []byte(p[1]))
 	}
 	f.Fuzz(func(t *testing.T, a, b []byte) {
-		ca, errA := idem.CanonicalJSON(a)
-		cb, errB := idem.CanonicalJSON(b)
+		ca, errA := canonjson.Canonical(a)
+		cb, errB := canonjson.Canonical(b)
 		if errA != nil || errB != nil || !bytes.Equal(ca, cb) {
 			return
 		}

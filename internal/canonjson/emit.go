@@ -1,31 +1,40 @@
-package idem
+package canonjson
 
 import (
 	"io"
 	"slices"
-	"unicode/utf8"
 )
 
-// The second pass of CanonicalJSON: it walks the checked document again and
-// writes its canonical form, taking the members of the objects the first
-// pass recorded in their sorted order.
+// The second pass (Doc.WriteTo, Canonical): it walks the checked document
+// again and writes its canonical form, taking the members of the objects
+// the first pass recorded in their sorted order.
 
 // flushSize is the size of the buffer through which the canonical form is
 // written to an io.Writer.
 const flushSize = 8 << 10
 
-// emitter writes the canonical form of the document its canonicalizer has
-// checked.
+// emitter writes the canonical form of the document Parse has checked.
 type emitter struct {
-	c   *canonicalizer
+	d   *Doc
 	out []byte
 	w   io.Writer // if nil, out collects the whole canonical form
+	n   int64     // bytes written to w
+	err error     // w's first error; nothing is written after it
 }
 
 func (e *emitter) flush() {
 	if e.w != nil && len(e.out) > 0 {
-		_, _ = e.w.Write(e.out)
+		e.send(e.out)
 		e.out = e.out[:0]
+	}
+}
+
+// send writes p to w unless w has failed.
+func (e *emitter) send(p []byte) {
+	if e.err == nil {
+		n, err := e.w.Write(p)
+		e.n += int64(n)
+		e.err = err
 	}
 }
 
@@ -39,7 +48,7 @@ func (e *emitter) write(p []byte) {
 	if e.w != nil && len(e.out)+len(p) > flushSize {
 		e.flush()
 		if len(p) > flushSize {
-			_, _ = e.w.Write(p)
+			e.send(p)
 			return
 		}
 	}
@@ -49,7 +58,7 @@ func (e *emitter) write(p []byte) {
 // value writes the value at doc[i:] (after optional whitespace) and returns
 // the offset just after it.
 func (e *emitter) value(i int) int {
-	doc := e.c.doc
+	doc := e.d.doc
 	i = skipSpace(doc, i)
 	switch doc[i] {
 	case '{':
@@ -84,7 +93,7 @@ var numberByte = func() (t [256]bool) {
 }()
 
 func (e *emitter) array(i int) int {
-	doc := e.c.doc
+	doc := e.d.doc
 	e.out = append(e.out, '[')
 	if i = skipSpace(doc, i+1); doc[i] == ']' {
 		e.out = append(e.out, ']')
@@ -103,14 +112,14 @@ func (e *emitter) array(i int) int {
 }
 
 func (e *emitter) object(i int) int {
-	c := e.c
-	if k, found := slices.BinarySearchFunc(c.objects, uint32(i), func(o object, start uint32) int {
+	d := e.d
+	if k, found := slices.BinarySearchFunc(d.objects, uint32(i), func(o object, start uint32) int {
 		return int(o.start) - int(start)
 	}); found {
-		o := c.objects[k]
+		o := d.objects[k]
 		e.out = append(e.out, '{')
 		last, end := 0, 0 // the member last in the document, and where it ends
-		for n, at := range c.sorted[o.first : o.first+o.n] {
+		for n, at := range d.sorted[o.first : o.first+o.n] {
 			if n > 0 {
 				e.out = append(e.out, ',')
 			}
@@ -120,10 +129,10 @@ func (e *emitter) object(i int) int {
 			e.maybeFlush()
 		}
 		e.out = append(e.out, '}')
-		return skipSpace(c.doc, end) + 1 // after '}'
+		return skipSpace(d.doc, end) + 1 // after '}'
 	}
 	// The members are in canonical order already.
-	doc := c.doc
+	doc := d.doc
 	e.out = append(e.out, '{')
 	if i = skipSpace(doc, i+1); doc[i] == '}' {
 		e.out = append(e.out, '}')
@@ -144,7 +153,7 @@ func (e *emitter) object(i int) int {
 // member writes the member at doc[i:] (its name, ':' and value) and returns
 // the offset just after it.
 func (e *emitter) member(i int) int {
-	i = skipSpace(e.c.doc, e.str(i)) // then ':'
+	i = skipSpace(e.d.doc, e.str(i)) // then ':'
 	e.out = append(e.out, ':')
 	return e.value(i + 1)
 }
@@ -152,7 +161,7 @@ func (e *emitter) member(i int) int {
 // str writes the canonical form of the string at doc[i:] and returns the
 // offset just after it.
 func (e *emitter) str(i int) int {
-	doc := e.c.doc
+	doc := e.d.doc
 	e.out = append(e.out, '"')
 	j := i + 1
 	for {
@@ -170,28 +179,4 @@ func (e *emitter) str(i int) int {
 		e.maybeFlush()
 		j = k + n
 	}
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendCanonRune appends r as the canonical form writes it inside a string.
-func appendCanonRune(out []byte, r rune) []byte {
-	switch {
-	case r == '"' || r == '\\':
-		return append(out, '\\', byte(r))
-	case r < 0x20:
-		return append(out, '\\', 'u', '0', '0', hexDigits[r>>4], hexDigits[r&0xf])
-	}
-	return utf8.AppendRune(out, r)
-}
-
-// canonRuneLen is the length of appendCanonRune's output.
-func canonRuneLen(r rune) int {
-	switch {
-	case r == '"' || r == '\\':
-		return 2
-	case r < 0x20:
-		return 6
-	}
-	return utf8.RuneLen(r)
 }
