@@ -28,7 +28,7 @@ import (
 // connections only as they are needed.
 const defaultPool = 16
 
-const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://… | redis://… [-ledger idem.db | postgres://…]] [-idempotency on|off] [-ttl 24h] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]] [-provider URL [-lease 30s] [-provider-timeout 2s] [-complete-interval 5s] [-report-after 15m]] [-otlp URL]
+const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://… | redis://… [-ledger idem.db | postgres://…]] [-idempotency on|off] [-ttl 24h] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]] [-provider URL [-lease 30s] [-provider-timeout 2s] [-complete-interval 5s] [-report-after 15m]] [-otlp URL] [-log-level debug|info|warn|error]
 
 serve runs the transfers service: PUT and GET /accounts/{id}, POST /transfers
 (Idempotency-Key required), GET /transfers[?limit=N] and /transfers/{id},
@@ -51,7 +51,11 @@ in Redis (keys starting with the prefix, "idem" by default) and -ledger names
 the SQL database of everything else (idem.db by default): the ledger
 (accounts, transfers, payouts) and the records of POST /transfers, which
 atomic mode commits with the transfer, since Redis cannot. It needs -provider
-(see docs/PAYOUTS.md, "On Redis").`
+(see docs/PAYOUTS.md, "On Redis").
+
+-log-level sets the least level of the lines serve logs to stderr (debug,
+info, warn or error; info by default); at debug, each request's outcome is
+logged.`
 
 type serveCommand struct {
 	*Main
@@ -70,11 +74,12 @@ type serveOptions struct {
 	consumeTTL             time.Duration
 	leased                 leasedOptions
 	completeInterval       time.Duration
-	otlp                   string
+	otlp, logLevel         string
 
 	// Set by validate.
 	sqlDB, redisDB string        // see ledgerDB
 	source         consumeSource // of -consume; nil without it
+	level          slog.Level    // of -log-level
 }
 
 func (o *serveOptions) flags(fs *flag.FlagSet) {
@@ -96,6 +101,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	o.leased.flags(fs)
 	fs.DurationVar(&o.completeInterval, "complete-interval", 5*time.Second, "with -provider: the pause between two passes of the completer, which finishes the payouts left pending")
 	fs.StringVar(&o.otlp, "otlp", "", "export traces over OTLP/HTTP to this collector base URL (http://127.0.0.1:4318); defaults to OTEL_EXPORTER_OTLP_ENDPOINT, and to no tracing when neither is set")
+	fs.StringVar(&o.logLevel, "log-level", "info", "the least level of the lines logged to stderr: debug, info, warn or error; at debug, each request's outcome is logged")
 }
 
 func (o *serveOptions) validate() error {
@@ -168,6 +174,18 @@ func (o *serveOptions) validate() error {
 			return err
 		}
 	}
+	switch o.logLevel {
+	case "debug":
+		o.level = slog.LevelDebug
+	case "info":
+		o.level = slog.LevelInfo
+	case "warn":
+		o.level = slog.LevelWarn
+	case "error":
+		o.level = slog.LevelError
+	default:
+		return usageError{fmt.Sprintf("serve: -log-level must be debug, info, warn or error, got %q", o.logLevel)}
+	}
 	return nil
 }
 
@@ -184,7 +202,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 }
 
 func (c *serveCommand) run(ctx context.Context, o *serveOptions) error {
-	log := slog.New(slog.NewTextHandler(c.Stderr, nil))
+	log := slog.New(slog.NewTextHandler(c.Stderr, &slog.HandlerOptions{Level: o.level}))
 
 	opts := backendOptions{replayProbe: o.probe}
 	if isPostgres(o.sqlDB) {

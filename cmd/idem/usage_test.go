@@ -111,6 +111,8 @@ func TestUsageErrorTable(t *testing.T) {
 		{[]string{"serve", "-provider", "ftp://x"}, `serve: -provider must be an http:// or https:// URL, got "ftp://x"`},
 		{[]string{"serve", "-provider", prov, "-complete-interval", "0s"}, "serve: -complete-interval must be positive, got 0s"},
 		{[]string{"serve", "-otlp", "127.0.0.1:4318"}, `serve: -otlp must be an http:// or https:// URL, got "127.0.0.1:4318"`},
+		{[]string{"serve", "-log-level", "verbose"}, `serve: -log-level must be debug, info, warn or error, got "verbose"`},
+		{[]string{"serve", "-log-level", ""}, "serve: -log-level must be debug, info, warn or error"},
 
 		// complete
 		{[]string{"complete", "extra"}, `complete: unexpected argument "extra" (run "idem complete -h")`},
@@ -223,9 +225,9 @@ func TestValidCommandLines(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"serve"},
-		{"serve", "-db", "postgres://u@127.0.0.1:1/db", "-pool", "4", "-replay-probe"},
+		{"serve", "-db", "postgres://u@127.0.0.1:1/db", "-pool", "4", "-replay-probe", "-log-level", "debug"},
 		{"serve", "-db", "redis://127.0.0.1:6379/0?prefix=p", "-provider", "http://127.0.0.1:1", "-lease", "2s", "-otlp", "http://127.0.0.1:4318"},
-		{"serve", "-consume", "nats://127.0.0.1:4222", "-consume-queue", "q_1", "-consume-ttl", "1h"},
+		{"serve", "-consume", "nats://127.0.0.1:4222", "-consume-queue", "q_1", "-consume-ttl", "1h", "-log-level", "error"},
 		{"complete", "-provider", "http://127.0.0.1:1"},
 		{"complete", "-db", "redis://127.0.0.1:6379/0", "-ledger", "x.db", "-provider", "http://127.0.0.1:1"},
 		{"sweep", "-batch", "10"},
@@ -244,12 +246,16 @@ func TestValidCommandLines(t *testing.T) {
 		}
 	}
 	// The derived values.
-	o, _ := parseCommandLine(t, []string{"serve", "-db", "redis://127.0.0.1:6379/0", "-provider", "http://127.0.0.1:1"})
+	o, _ := parseCommandLine(t, []string{"serve", "-db", "redis://127.0.0.1:6379/0", "-provider", "http://127.0.0.1:1", "-log-level", "warn"})
 	if err := o.validate(); err != nil {
 		t.Fatal(err)
 	}
-	if s := o.(*serveOptions); s.sqlDB != defaultDB || s.redisDB != "redis://127.0.0.1:6379/0" || s.source != nil {
-		t.Errorf("serve options: sqlDB %q, redisDB %q, source set %t; want %q, the -db, none", s.sqlDB, s.redisDB, s.source != nil, defaultDB)
+	if s := o.(*serveOptions); s.sqlDB != defaultDB || s.redisDB != "redis://127.0.0.1:6379/0" || s.level.String() != "WARN" || s.source != nil {
+		t.Errorf("serve options: sqlDB %q, redisDB %q, level %s, source set %t; want %q, the -db, WARN, none", s.sqlDB, s.redisDB, s.level, s.source != nil, defaultDB)
+	}
+	o, _ = parseCommandLine(t, []string{"serve"})
+	if err := o.validate(); err != nil || o.(*serveOptions).level.String() != "INFO" {
+		t.Errorf("serve's default -log-level: %v, %s; want INFO", err, o.(*serveOptions).level)
 	}
 	o, _ = parseCommandLine(t, []string{"inspect", "anonymous", `"k1"`})
 	if err := o.validate(); err != nil || o.(*inspectOptions).scope != "anonymous" || o.(*inspectOptions).key != "k1" {
