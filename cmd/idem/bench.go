@@ -10,55 +10,87 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/idemkit/idem/cmd/idem/internal/bench"
 )
+
+const benchSynopsis = "bench [-db <sqlite | sqlite-path | postgres://…>]… [--json] [-duration 3s] [-concurrency 1,8,32] [-storms 20] [-pool 16] [-replay-probe] [-probe-conns 2] [-cpuprofile file]"
 
 type benchCommand struct {
 	*Main
 }
 
-func (c *benchCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	var dbs []string
+// benchOptions is idem bench's command line.
+type benchOptions struct {
+	commandLine
+	dbs                      []string
+	duration                 time.Duration
+	levels                   string
+	storms, probeConns, pool int
+	probe, asJSON, verbose   bool
+	cpuProfile               string
+
+	// Set by validate.
+	concurrency []int // of -concurrency
+}
+
+func (o *benchOptions) flags(fs *flag.FlagSet) {
 	fs.Func("db", "a SQLite file path, \"sqlite\" for a fresh SQLite file in a temporary directory, or a postgres:// URL (the run works in a fresh schema and drops it); repeat it to measure several databases in one run, side by side (default sqlite)", func(v string) error {
-		dbs = append(dbs, v)
+		o.dbs = append(o.dbs, v)
 		return nil
 	})
-	duration := fs.Duration("duration", bench.DefaultDuration, "measured time of each variant at each concurrency level")
-	levels := fs.String("concurrency", "1,8,32", "comma-separated numbers of concurrent clients of the overhead and replay scenarios")
-	storms := fs.Int("storms", bench.DefaultStorms, "duplicate storms of 100 requests with one key (and as many storms of reads)")
-	probe := fs.Bool("replay-probe", false, "on PostgreSQL, turn on pgstore's ReplayProbe (replays and 409s in one round trip)")
-	probeConns := fs.Int("probe-conns", 0, "on PostgreSQL, pgstore's ProbeConns: connections reserved for replays and refusals when the pool is exhausted (negative: none; 0: the store's default, 2)")
-	pool := fs.Int("pool", defaultPool, "on PostgreSQL, the pool size both services share (pool_max_conns), as idem serve -pool")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	verbose := fs.Bool("v", false, "show the services' logs")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (clients and servers) to this file, for go tool pprof")
-	if err := c.parse(fs, args, "bench [-db <sqlite | sqlite-path | postgres://…>]… [--json] [-duration 3s] [-concurrency 1,8,32] [-storms 20] [-pool 16] [-replay-probe] [-probe-conns 2] [-cpuprofile file]"); err != nil {
+	fs.DurationVar(&o.duration, "duration", bench.DefaultDuration, "measured time of each variant at each concurrency level")
+	fs.StringVar(&o.levels, "concurrency", "1,8,32", "comma-separated numbers of concurrent clients of the overhead and replay scenarios")
+	fs.IntVar(&o.storms, "storms", bench.DefaultStorms, "duplicate storms of 100 requests with one key (and as many storms of reads)")
+	fs.BoolVar(&o.probe, "replay-probe", false, "on PostgreSQL, turn on pgstore's ReplayProbe (replays and 409s in one round trip)")
+	fs.IntVar(&o.probeConns, "probe-conns", 0, "on PostgreSQL, pgstore's ProbeConns: connections reserved for replays and refusals when the pool is exhausted (negative: none; 0: the store's default, 2)")
+	fs.IntVar(&o.pool, "pool", defaultPool, "on PostgreSQL, the pool size both services share (pool_max_conns), as idem serve -pool")
+	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
+	fs.BoolVar(&o.verbose, "v", false, "show the services' logs")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (clients and servers) to this file, for go tool pprof")
+}
+
+func (o *benchOptions) validate() error {
+	if err := o.noArgs("bench"); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("bench: unexpected argument %q (run \"idem bench -h\")", fs.Arg(0))}
-	}
-	for _, db := range dbs {
+	for _, db := range o.dbs {
 		if err := needSQL("bench", db, "bench measures the transfers service, whose records and ledger are in SQL"); err != nil {
 			return err
 		}
 	}
-	conc, err := parseLevels(*levels)
-	if err != nil {
+	var err error
+	if o.concurrency, err = parseLevels(o.levels); err != nil {
 		return usageError{"bench: -concurrency: " + err.Error()}
 	}
-	if *duration <= 0 || *storms <= 0 || *pool <= 0 {
+	if o.duration <= 0 || o.storms <= 0 || o.pool <= 0 {
 		return usageError{"bench: -duration, -storms and -pool must be positive"}
 	}
+	return nil
+}
+
+// Run parses args, validates them and runs idem bench.
+func (c *benchCommand) Run(ctx context.Context, args []string) error {
+	o := new(benchOptions)
+	if err := c.parseOptions("bench", benchSynopsis, flagsFirst, args, o); err != nil {
+		return err
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	return c.run(ctx, o)
+}
+
+func (c *benchCommand) run(ctx context.Context, o *benchOptions) error {
+	dbs := o.dbs
 	if len(dbs) == 0 {
 		dbs = []string{"sqlite"}
 	}
 	fmt.Fprintf(c.Stderr, "idem bench: overhead, replays and duplicate storms at %v clients, %s per variant and level, %d storms per scenario, on %d database(s)\n",
-		conc, *duration, *storms, len(dbs))
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+		o.concurrency, o.duration, o.storms, len(dbs))
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
 		if err != nil {
 			return err
 		}
@@ -76,8 +108,8 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 		if db == "sqlite" {
 			db = ""
 		}
-		cfg := &bench.Config{DB: db, Duration: *duration, Concurrency: conc, Storms: *storms, ReplayProbe: *probe, ProbeConns: *probeConns, Pool: *pool, Progress: c.Stderr}
-		if *verbose {
+		cfg := &bench.Config{DB: db, Duration: o.duration, Concurrency: o.concurrency, Storms: o.storms, ReplayProbe: o.probe, ProbeConns: o.probeConns, Pool: o.pool, Progress: c.Stderr}
+		if o.verbose {
 			cfg.ServerLog = c.Stderr
 		}
 		rep, err := bench.Run(ctx, cfg)
@@ -91,7 +123,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 		}
 		reps = append(reps, rep)
 	}
-	if *asJSON {
+	if o.asJSON {
 		enc := json.NewEncoder(c.Stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)

@@ -89,9 +89,19 @@ type checkFlags struct {
 	timeout                             time.Duration
 }
 
-func (c *checkCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	var f checkFlags
+// checkOptions is idem check's command line.
+type checkOptions struct {
+	commandLine
+	checkFlags
+	plan    string
+	jsonOut bool
+
+	// Set by validate.
+	targets []checkTarget
+}
+
+func (o *checkOptions) flags(fs *flag.FlagSet) {
+	f := &o.checkFlags
 	fs.StringVar(&f.method, "X", "POST", "request method")
 	fs.StringVar(&f.data, "d", "", "request body, or @FILE for a file's contents: one the endpoint accepts (a 2xx). A JSON body is sent as application/json unless -H sets Content-Type")
 	fs.Var(&f.header, "H", "request header 'Name: value', e.g. credentials; repeatable")
@@ -99,42 +109,54 @@ func (c *checkCommand) Run(ctx context.Context, args []string) error {
 	fs.Var(&f.principal2, "principal2", "a second principal's credential 'Name: value', replacing the -H header of that name, for rule 7; repeatable")
 	fs.BoolVar(&f.keyOptional, "key-optional", false, "the endpoint accepts requests without a key: rule 5 expects a 2xx")
 	fs.IntVar(&f.concurrency, "concurrency", check.DefaultConcurrency, "concurrent duplicates sent by rule 2 (at least 2)")
-	jsonOut := fs.Bool("json", false, "print the report as JSON")
+	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON")
 	fs.StringVar(&f.effectsURL, "effects-url", "", "count effects with a GET of this URL, whose JSON answer holds a number at --effects-path; the -H headers go along when it is on the endpoint's host")
 	fs.StringVar(&f.effectsPath, "effects-path", "", "with --effects-url: the number's dotted path, such as count, data.total, items.0.n, or items.# for an array's length; empty: the whole answer")
 	fs.StringVar(&f.effectsCmd, "effects-cmd", "", "count effects by running this with sh -c: it prints a number (a SQL query, anything)")
 	fs.StringVar(&f.d2, "d2", "", "rule 3's different body, or @FILE (default: the -d body with one JSON member changed)")
-	plan := fs.String("plan", "", "audit every endpoint of this JSON or YAML (.yaml, .yml) file, in one report (docs/CHECK.md); the flags are their defaults")
+	fs.StringVar(&o.plan, "plan", "", "audit every endpoint of this JSON or YAML (.yaml, .yml) file, in one report (docs/CHECK.md); the flags are their defaults")
 	fs.DurationVar(&f.timeout, "timeout", check.DefaultTimeout, "bound on each request and each count")
+}
 
-	// Flags may follow the URL, as with curl.
-	positional, err := c.parseInterspersed(fs, args, checkSynopsis)
-	if err != nil {
-		return err
-	}
-
-	var targets []checkTarget
+// validate also reads the files the command line names (the plan, -d
+// @FILE, --d2 @FILE): one that cannot be read is a usage error.
+func (o *checkOptions) validate() error {
 	switch {
-	case *plan != "" && len(positional) > 0:
+	case o.plan != "" && len(o.args) > 0:
 		return usageError{"check: give a URL or --plan, not both"}
-	case *plan != "":
+	case o.plan != "":
 		var err error
-		if targets, err = loadPlan(*plan, f); err != nil {
-			return err
-		}
-	case len(positional) != 1:
-		return usageError{fmt.Sprintf("check: want one URL, got %d arguments (run \"idem check -h\")", len(positional))}
+		o.targets, err = loadPlan(o.plan, o.checkFlags)
+		return err
+	case len(o.args) != 1:
+		return usageError{fmt.Sprintf("check: want one URL, got %d arguments (run \"idem check -h\")", len(o.args))}
 	default:
-		t, err := f.target("", positional[0])
+		t, err := o.target("", o.args[0])
 		if err != nil {
 			return err
 		}
-		targets = []checkTarget{t}
+		o.targets = []checkTarget{t}
+		return nil
 	}
+}
 
+// Run parses args, validates them and runs idem check. Flags may follow
+// the URL, as with curl.
+func (c *checkCommand) Run(ctx context.Context, args []string) error {
+	o := new(checkOptions)
+	if err := c.parseOptions("check", checkSynopsis, flagsAnywhere, args, o); err != nil {
+		return err
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	return c.run(ctx, o)
+}
+
+func (c *checkCommand) run(ctx context.Context, o *checkOptions) error {
 	doer := check.ClientDoer(nil)
 	var reports []*check.Report
-	for _, t := range targets {
+	for _, t := range o.targets {
 		rep, err := check.Run(ctx, doer, t.endpoint(doer))
 		if err != nil {
 			return usageError{"check: " + strings.TrimPrefix(err.Error(), "check: ")}
@@ -144,7 +166,7 @@ func (c *checkCommand) Run(ctx context.Context, args []string) error {
 			break
 		}
 	}
-	if *jsonOut {
+	if o.jsonOut {
 		if err := writeCheckJSON(c.Stdout, reports); err != nil {
 			return err
 		}

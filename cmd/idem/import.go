@@ -46,48 +46,72 @@ type importCommand struct {
 	*Main
 }
 
-func (c *importCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("import", flag.ContinueOnError)
-	db := fs.String("db", defaultDB, "SQLite file path, or a postgres:// URL: the database of idem serve")
-	batchID := fs.String("batch", "", `the batch id (default "sha256:" and the hex SHA-256 of the file); 1 to 255 bytes of UTF-8`)
-	concurrency := fs.Int("concurrency", 0, "rows applied at once (default 1 on SQLite, which writes one transaction at a time, and 4 on PostgreSQL)")
-	ttl := fs.Duration("ttl", importRecordTTL, "how long each row's record is kept; a re-run after that finds applied rows in the ledger (refused as already-applied) and runs refused ones again")
-	asJSON := fs.Bool("json", false, "print the summary as JSON")
-	// Flags may also follow the file ("idem import FILE.csv --json").
-	positional, err := c.parseInterspersed(fs, args, importSynopsis)
-	if err != nil {
-		return err
-	}
-	if len(positional) != 1 {
+// importOptions is idem import's command line.
+type importOptions struct {
+	commandLine
+	db, batchID string
+	concurrency int
+	ttl         time.Duration
+	asJSON      bool
+
+	// Set by validate.
+	file string // the CSV file
+}
+
+func (o *importOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, or a postgres:// URL: the database of idem serve")
+	fs.StringVar(&o.batchID, "batch", "", `the batch id (default "sha256:" and the hex SHA-256 of the file); 1 to 255 bytes of UTF-8`)
+	fs.IntVar(&o.concurrency, "concurrency", 0, "rows applied at once (default 1 on SQLite, which writes one transaction at a time, and 4 on PostgreSQL)")
+	fs.DurationVar(&o.ttl, "ttl", importRecordTTL, "how long each row's record is kept; a re-run after that finds applied rows in the ledger (refused as already-applied) and runs refused ones again")
+	fs.BoolVar(&o.asJSON, "json", false, "print the summary as JSON")
+}
+
+func (o *importOptions) validate() error {
+	if len(o.args) != 1 {
 		return usageError{"import: want one argument, the CSV file (run \"idem import -h\")"}
 	}
-	file := positional[0]
+	o.file = o.args[0]
 	switch {
-	case *concurrency < 0:
-		return usageError{fmt.Sprintf("import: -concurrency must not be negative, got %d", *concurrency)}
-	case *ttl <= 0:
-		return usageError{fmt.Sprintf("import: -ttl must be positive, got %s", *ttl)}
+	case o.concurrency < 0:
+		return usageError{fmt.Sprintf("import: -concurrency must not be negative, got %d", o.concurrency)}
+	case o.ttl <= 0:
+		return usageError{fmt.Sprintf("import: -ttl must be positive, got %s", o.ttl)}
 	}
-	if *batchID != "" {
-		if msg := transfers.CheckImportID(*batchID); msg != "" {
+	if o.batchID != "" {
+		if msg := transfers.CheckImportID(o.batchID); msg != "" {
 			return usageError{"import: -batch: " + msg}
 		}
 	}
-	if *concurrency == 0 {
-		*concurrency = 1
-		if isPostgres(*db) {
-			*concurrency = 4
-		}
-	}
+	return needSQL("import", o.db, "import applies transfers to the ledger")
+}
 
-	if err := needSQL("import", *db, "import applies transfers to the ledger"); err != nil {
+// Run parses args, validates them and runs idem import. Flags may also
+// follow the file ("idem import FILE.csv --json").
+func (c *importCommand) Run(ctx context.Context, args []string) error {
+	o := new(importOptions)
+	if err := c.parseOptions("import", importSynopsis, flagsAnywhere, args, o); err != nil {
 		return err
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	return c.run(ctx, o)
+}
+
+func (c *importCommand) run(ctx context.Context, o *importOptions) error {
+	file := o.file
+	concurrency := o.concurrency
+	if concurrency == 0 {
+		concurrency = 1
+		if isPostgres(o.db) {
+			concurrency = 4
+		}
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return fmt.Errorf("import: %w", err)
 	}
-	sum := &importSummary{BatchID: *batchID, File: file, Refusals: []importLine{}, Failures: []importLine{}, Malformed: []importLine{}}
+	sum := &importSummary{BatchID: o.batchID, File: file, Refusals: []importLine{}, Failures: []importLine{}, Malformed: []importLine{}}
 	if sum.BatchID == "" {
 		h := sha256.Sum256(data)
 		sum.BatchID = "sha256:" + hex.EncodeToString(h[:])
@@ -101,20 +125,20 @@ func (c *importCommand) Run(ctx context.Context, args []string) error {
 		for _, e := range bad {
 			sum.Malformed = append(sum.Malformed, importLine{Line: e.Line, Reason: e.Msg})
 		}
-		c.print(sum, *asJSON)
+		c.print(sum, o.asJSON)
 		return fmt.Errorf("import: %s: %d malformed line(s); nothing was applied (a file is applied whole or not at all: see docs/BATCHES.md)", file, len(bad))
 	}
 
-	if !isPostgres(*db) {
-		if _, err := os.Stat(*db); err != nil {
+	if !isPostgres(o.db) {
+		if _, err := os.Stat(o.db); err != nil {
 			return fmt.Errorf("import: no database there (%w); give the -db that idem serve uses", err)
 		}
 	}
 	opts := backendOptions{lockedHint: "SQLite is one process per file: stop idem serve, or import into PostgreSQL where both run at once; nothing was applied"}
-	if isPostgres(*db) {
-		opts.pool = *concurrency + 1
+	if isPostgres(o.db) {
+		opts.pool = concurrency + 1
 	}
-	b, err := openBackend(ctx, *db, opts)
+	b, err := openBackend(ctx, o.db, opts)
 	if err != nil {
 		return fmt.Errorf("import: %w", err)
 	}
@@ -140,8 +164,8 @@ func (c *importCommand) Run(ctx context.Context, args []string) error {
 	rep, runErr := batch.Run(ctx, guard, &batch.Config{
 		BatchID:     sum.BatchID,
 		Scope:       transfers.ImportScope,
-		Concurrency: *concurrency,
-		TTL:         *ttl,
+		Concurrency: concurrency,
+		TTL:         o.ttl,
 		Progress:    bar.update,
 	}, items, func(ctx context.Context, it batch.Item[transfers.ImportRow]) (idem.Result, error) {
 		t, err := svc.ImportTransfer(ctx, sum.BatchID, it.Value)
@@ -166,7 +190,7 @@ func (c *importCommand) Run(ctx context.Context, args []string) error {
 			sum.Failures = append(sum.Failures, l)
 		}
 	}
-	c.print(sum, *asJSON)
+	c.print(sum, o.asJSON)
 	switch {
 	case runErr != nil:
 		return fmt.Errorf("import: stopped: %w; %d row(s) not applied: run the same import again", runErr, rep.Failed)

@@ -12,14 +12,7 @@ import (
 	"github.com/idemkit/idem"
 )
 
-type inspectCommand struct {
-	*Main
-}
-
-func (c *inspectCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
-	db := fs.String("db", defaultDB, "SQLite file path, or a postgres:// URL")
-	if err := c.parse(fs, args, `inspect [-db idem.db | postgres://…] <scope> <key>
+const inspectSynopsis = `inspect [-db idem.db | postgres://…] <scope> <key>
 
 <key> is the key as the client sent it in Idempotency-Key: bare (abc) or
 quoted ("abc"); quote it for the shell too ('"abc"'). The transfers
@@ -29,21 +22,52 @@ or sha256:<hex of the id> when the id is not a valid key), and "import" for
 the rows of idem import (key: <length of the batch id>/<batch id>/<row id>,
 or sha256/<hex> when that is not a valid key; see docs/BATCHES.md); a scope the
 records table shows as idem:sha256:… (a long or binary one) may be given
-either way. inspect never changes the database.`); err != nil {
-		return err
-	}
-	if fs.NArg() != 2 {
+either way. inspect never changes the database.`
+
+type inspectCommand struct {
+	*Main
+}
+
+// inspectOptions is idem inspect's command line.
+type inspectOptions struct {
+	commandLine
+	db string
+
+	// Set by validate.
+	scope, key string
+}
+
+func (o *inspectOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, or a postgres:// URL")
+}
+
+func (o *inspectOptions) validate() error {
+	if len(o.args) != 2 {
 		return usageError{`inspect: want two arguments, <scope> and <key> (the transfers service's scopes are "anonymous" and "bearer:<token>")`}
 	}
-	scope := fs.Arg(0)
-	key, err := parseKeyArg(fs.Arg(1))
-	if err != nil {
+	o.scope = o.args[0]
+	var err error
+	if o.key, err = parseKeyArg(o.args[1]); err != nil {
 		return usageError{fmt.Sprintf("inspect: %v", err)}
 	}
-	if err := needSQL("inspect", *db, "inspect reads the records of the SQL database"); err != nil {
+	return needSQL("inspect", o.db, "inspect reads the records of the SQL database")
+}
+
+// Run parses args, validates them and runs idem inspect.
+func (c *inspectCommand) Run(ctx context.Context, args []string) error {
+	o := new(inspectOptions)
+	if err := c.parseOptions("inspect", inspectSynopsis, flagsFirst, args, o); err != nil {
 		return err
 	}
-	b, err := openBackend(ctx, *db, backendOptions{existing: true, readOnly: true})
+	if err := o.validate(); err != nil {
+		return err
+	}
+	return c.run(ctx, o)
+}
+
+func (c *inspectCommand) run(ctx context.Context, o *inspectOptions) error {
+	scope, key := o.scope, o.key
+	b, err := openBackend(ctx, o.db, backendOptions{existing: true, readOnly: true})
 	if err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}

@@ -102,10 +102,71 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	}
 }
 
-// parse parses a sub-command's flags and turns flag errors into usage
-// errors. On -h it prints the usage to Stdout and returns flag.ErrHelp,
-// which main treats as success; after a flag error the usage goes to
-// Stderr.
+// commandOptions is a sub-command's command line, parsed. Each command
+// defines its flags on a FlagSet of its own, bound to its options' fields
+// (flags); parseOptions parses the command line into them; validate
+// returns the first mistake in it, a usageError, before anything is opened,
+// and sets the fields derived from the flags; then the command's run(ctx,
+// opts) does the work. A test can so walk every command's usage errors
+// without starting anything (usage_test.go).
+type commandOptions interface {
+	flags(fs *flag.FlagSet)
+	validate() error
+	line() *commandLine
+}
+
+// commandLine is what parseOptions records besides the flags' values;
+// every command's options embed it.
+type commandLine struct {
+	args  []string        // the positional arguments, in order
+	given map[string]bool // the flags the command line set, by name
+}
+
+func (l *commandLine) line() *commandLine { return l }
+
+// noArgs refuses positional arguments, for the commands cmd that take
+// none.
+func (l *commandLine) noArgs(cmd string) error {
+	if len(l.args) > 0 {
+		return usageError{fmt.Sprintf("%s: unexpected argument %q (run \"idem %s -h\")", cmd, l.args[0], cmd)}
+	}
+	return nil
+}
+
+// syntax says where a sub-command's flags may be.
+type syntax int
+
+const (
+	// flagsFirst: the flags come before the arguments; the first
+	// argument ends them.
+	flagsFirst syntax = iota
+	// flagsAnywhere: flags may follow the arguments too ("idem import
+	// FILE --json").
+	flagsAnywhere
+)
+
+// parseOptions parses args, the command line of the sub-command name, into
+// o (see parse), and records its positional arguments and the flags it
+// set.
+func (m *Main) parseOptions(name, synopsis string, sx syntax, args []string, o commandOptions) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	o.flags(fs)
+	l := o.line()
+	var err error
+	if sx == flagsAnywhere {
+		l.args, err = m.parseInterspersed(fs, args, synopsis)
+	} else {
+		err = m.parse(fs, args, synopsis)
+		l.args = fs.Args()
+	}
+	if err != nil {
+		return err
+	}
+	l.given = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { l.given[f.Name] = true })
+	return nil
+}
+
 // parseInterspersed parses args like parse, but lets flags come after the
 // arguments too ("idem import FILE --json"): it parses, takes one
 // argument, and parses the rest, until none is left. It returns the
@@ -124,6 +185,10 @@ func (m *Main) parseInterspersed(fs *flag.FlagSet, args []string, synopsis strin
 	}
 }
 
+// parse parses a sub-command's flags and turns flag errors into usage
+// errors. On -h it prints the usage to Stdout and returns flag.ErrHelp,
+// which main treats as success; after a flag error the usage goes to
+// Stderr.
 func (m *Main) parse(fs *flag.FlagSet, args []string, synopsis string) error {
 	var out bytes.Buffer
 	fs.SetOutput(&out)

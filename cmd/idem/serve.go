@@ -28,7 +28,7 @@ import (
 // connections only as they are needed.
 const defaultPool = 16
 
-const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://… | redis://… [-ledger idem.db | postgres://…]] [-idempotency on|off] [-ttl 24h] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]] [-provider URL [-lease 30s] [-provider-timeout 2s] [-complete-interval 5s] [-report-after 15m]] [-otlp URL]
+const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://… | redis://… [-ledger idem.db | postgres://…]] [-idempotency on|off] [-ttl 24h] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]] [-provider URL [-lease 30s] [-provider-timeout 2s] [-complete-interval 5s] [-report-after 15m]] [-otlp URL] [-log-level debug|info|warn|error]
 
 serve runs the transfers service: PUT and GET /accounts/{id}, POST /transfers
 (Idempotency-Key required), GET /transfers[?limit=N] and /transfers/{id},
@@ -51,132 +51,185 @@ in Redis (keys starting with the prefix, "idem" by default) and -ledger names
 the SQL database of everything else (idem.db by default): the ledger
 (accounts, transfers, payouts) and the records of POST /transfers, which
 atomic mode commits with the transfer, since Redis cannot. It needs -provider
-(see docs/PAYOUTS.md, "On Redis").`
+(see docs/PAYOUTS.md, "On Redis").
+
+-log-level sets the least level of the lines serve logs to stderr (debug,
+info, warn or error; info by default); at debug, each request's outcome is
+logged.`
 
 type serveCommand struct {
 	*Main
 }
 
-func (c *serveCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
-	db := fs.String("db", defaultDB, "SQLite file path, or a postgres:// URL; or a redis:// URL (rediss:// for TLS; ?prefix= sets the keys' prefix) for the payouts' leased records, with -ledger and -provider")
-	ledger := fs.String("ledger", "", "with a redis:// -db: the SQL database (SQLite file path, or a postgres:// URL) of the ledger and of the records of POST /transfers; defaults to "+defaultDB)
-	mode := fs.String("idempotency", "on", `"on", or "off" to run the same service without idem (keys ignored; for comparisons only)`)
-	ttl := fs.Duration("ttl", idem.DefaultTTL, "how long idempotency records are kept and replayed")
-	pool := fs.Int("pool", defaultPool, "PostgreSQL: the most connections the service opens (pgxpool's pool_max_conns; a pool_max_conns in -db wins over the default). Not for SQLite, which writes one transaction at a time whatever the pool")
-	maxConcurrent := fs.Int("max-concurrent", transfers.DefaultMaxConcurrent, "most POST /transfers received and served at once; the next is answered 503 too-busy before its body is read")
-	bodyTimeout := fs.Duration("body-timeout", transfers.DefaultBodyTimeout, "longest a client may take to send a request body; a slower one is answered 408 and nothing runs")
-	timeout := fs.Duration("request-timeout", transfers.DefaultRequestTimeout, "longest a request may wait and work once its body has arrived; past it, its database work is cancelled, rolled back and answered 503")
-	idle := fs.Duration("idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept open")
-	grace := fs.Duration("grace", 25*time.Second, "on SIGINT or SIGTERM, how long running requests may take to finish before the remaining connections are closed; exit status 1 if a request was still running then")
-	probe := fs.Bool("replay-probe", false, "PostgreSQL: answer replays and in-flight refusals in one round trip, at one more round trip per first execution")
-	consume := fs.String("consume", "", "also consume transfer commands from this broker URL: nats://host:4222 (JetStream) or amqp://user:pass@host:5672/vhost (RabbitMQ)")
-	queue := fs.String("consume-queue", defaultConsumeQueue, "with -consume: the subject (NATS) or queue (RabbitMQ) to consume; 1 to 64 ASCII letters, digits, - and _")
-	consumeTTL := fs.Duration("consume-ttl", inbox.DefaultTTL, "with -consume: how long a message id is remembered; a duplicate arriving later is applied again")
-	lf := leasedFlags(fs)
-	completeInterval := fs.Duration("complete-interval", 5*time.Second, "with -provider: the pause between two passes of the completer, which finishes the payouts left pending")
-	otlp := fs.String("otlp", "", "export traces over OTLP/HTTP to this collector base URL (http://127.0.0.1:4318); defaults to OTEL_EXPORTER_OTLP_ENDPOINT, and to no tracing when neither is set")
-	if err := c.parse(fs, args, serveSynopsis); err != nil {
+// serveOptions is idem serve's command line.
+type serveOptions struct {
+	commandLine
+	addr, db, ledger, mode string
+	ttl                    time.Duration
+	pool, maxConcurrent    int
+	bodyTimeout, timeout   time.Duration
+	idle, grace            time.Duration
+	probe                  bool
+	consume, queue         string
+	consumeTTL             time.Duration
+	leased                 leasedOptions
+	completeInterval       time.Duration
+	otlp, logLevel         string
+
+	// Set by validate.
+	sqlDB, redisDB string        // see ledgerDB
+	source         consumeSource // of -consume; nil without it
+	level          slog.Level    // of -log-level
+}
+
+func (o *serveOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen address")
+	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, or a postgres:// URL; or a redis:// URL (rediss:// for TLS; ?prefix= sets the keys' prefix) for the payouts' leased records, with -ledger and -provider")
+	fs.StringVar(&o.ledger, "ledger", "", "with a redis:// -db: the SQL database (SQLite file path, or a postgres:// URL) of the ledger and of the records of POST /transfers; defaults to "+defaultDB)
+	fs.StringVar(&o.mode, "idempotency", "on", `"on", or "off" to run the same service without idem (keys ignored; for comparisons only)`)
+	fs.DurationVar(&o.ttl, "ttl", idem.DefaultTTL, "how long idempotency records are kept and replayed")
+	fs.IntVar(&o.pool, "pool", defaultPool, "PostgreSQL: the most connections the service opens (pgxpool's pool_max_conns; a pool_max_conns in -db wins over the default). Not for SQLite, which writes one transaction at a time whatever the pool")
+	fs.IntVar(&o.maxConcurrent, "max-concurrent", transfers.DefaultMaxConcurrent, "most POST /transfers received and served at once; the next is answered 503 too-busy before its body is read")
+	fs.DurationVar(&o.bodyTimeout, "body-timeout", transfers.DefaultBodyTimeout, "longest a client may take to send a request body; a slower one is answered 408 and nothing runs")
+	fs.DurationVar(&o.timeout, "request-timeout", transfers.DefaultRequestTimeout, "longest a request may wait and work once its body has arrived; past it, its database work is cancelled, rolled back and answered 503")
+	fs.DurationVar(&o.idle, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept open")
+	fs.DurationVar(&o.grace, "grace", 25*time.Second, "on SIGINT or SIGTERM, how long running requests may take to finish before the remaining connections are closed; exit status 1 if a request was still running then")
+	fs.BoolVar(&o.probe, "replay-probe", false, "PostgreSQL: answer replays and in-flight refusals in one round trip, at one more round trip per first execution")
+	fs.StringVar(&o.consume, "consume", "", "also consume transfer commands from this broker URL: nats://host:4222 (JetStream) or amqp://user:pass@host:5672/vhost (RabbitMQ)")
+	fs.StringVar(&o.queue, "consume-queue", defaultConsumeQueue, "with -consume: the subject (NATS) or queue (RabbitMQ) to consume; 1 to 64 ASCII letters, digits, - and _")
+	fs.DurationVar(&o.consumeTTL, "consume-ttl", inbox.DefaultTTL, "with -consume: how long a message id is remembered; a duplicate arriving later is applied again")
+	o.leased.flags(fs)
+	fs.DurationVar(&o.completeInterval, "complete-interval", 5*time.Second, "with -provider: the pause between two passes of the completer, which finishes the payouts left pending")
+	fs.StringVar(&o.otlp, "otlp", "", "export traces over OTLP/HTTP to this collector base URL (http://127.0.0.1:4318); defaults to OTEL_EXPORTER_OTLP_ENDPOINT, and to no tracing when neither is set")
+	fs.StringVar(&o.logLevel, "log-level", "info", "the least level of the lines logged to stderr: debug, info, warn or error; at debug, each request's outcome is logged")
+}
+
+func (o *serveOptions) validate() error {
+	if err := o.noArgs("serve"); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("serve: unexpected argument %q (run \"idem serve -h\")", fs.Arg(0))}
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"ttl", *ttl}, {"body-timeout", *bodyTimeout}, {"request-timeout", *timeout}, {"idle-timeout", *idle}, {"grace", *grace}, {"consume-ttl", *consumeTTL}} {
+	}{{"ttl", o.ttl}, {"body-timeout", o.bodyTimeout}, {"request-timeout", o.timeout}, {"idle-timeout", o.idle}, {"grace", o.grace}, {"consume-ttl", o.consumeTTL}} {
 		if d.v <= 0 {
 			return usageError{fmt.Sprintf("serve: -%s must be positive, got %s", d.name, d.v)}
 		}
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	sqlDB, redisDB, err := ledgerDB("serve", *db, *ledger)
-	if err != nil {
+	var err error
+	if o.sqlDB, o.redisDB, err = ledgerDB("serve", o.db, o.ledger); err != nil {
 		return err
 	}
-	if redisDB != "" && *lf.provider == "" {
+	if o.redisDB != "" && o.leased.provider == "" {
 		return usageError{fmt.Sprintf("serve: -db %s: Redis keeps leased-mode records only, those of the payouts, and there are no payouts without -provider; "+
 			"the transfers service needs SQL for its ledger (accounts, transfers, payouts) and for the atomic records of POST /transfers: "+
-			"give -db a SQLite file path or a postgres:// URL, or add -provider URL to serve payouts with their records in Redis and the ledger in -ledger (idem.db by default)", redact(redisDB))}
+			"give -db a SQLite file path or a postgres:// URL, or add -provider URL to serve payouts with their records in Redis and the ledger in -ledger (idem.db by default)", redact(o.redisDB))}
 	}
-	poolSet := set["pool"]
 	switch {
-	case *pool < 1:
-		return usageError{fmt.Sprintf("serve: -pool must be positive, got %d", *pool)}
-	case *maxConcurrent < 1:
-		return usageError{fmt.Sprintf("serve: -max-concurrent must be positive, got %d", *maxConcurrent)}
-	case poolSet && !isPostgres(sqlDB):
+	case o.pool < 1:
+		return usageError{fmt.Sprintf("serve: -pool must be positive, got %d", o.pool)}
+	case o.maxConcurrent < 1:
+		return usageError{fmt.Sprintf("serve: -max-concurrent must be positive, got %d", o.maxConcurrent)}
+	case o.given["pool"] && !isPostgres(o.sqlDB):
 		return usageError{"serve: -pool applies to PostgreSQL only (SQLite writes one transaction at a time whatever the pool)"}
 	}
-	if *probe && !isPostgres(sqlDB) {
+	if o.probe && !isPostgres(o.sqlDB) {
 		return usageError{"serve: -replay-probe applies to PostgreSQL only"}
 	}
-	if *mode != "on" && *mode != "off" {
-		return usageError{fmt.Sprintf(`serve: -idempotency must be "on" or "off", got %q`, *mode)}
+	if o.mode != "on" && o.mode != "off" {
+		return usageError{fmt.Sprintf(`serve: -idempotency must be "on" or "off", got %q`, o.mode)}
 	}
-	var source consumeSource
 	switch {
-	case *consume == "" && (set["consume-queue"] || set["consume-ttl"]):
+	case o.consume == "" && (o.given["consume-queue"] || o.given["consume-ttl"]):
 		return usageError{"serve: -consume-queue and -consume-ttl apply only with -consume"}
-	case *consume == "":
-	case !validQueueName(*queue):
-		return usageError{fmt.Sprintf("serve: -consume-queue must be 1 to %d ASCII letters, digits, - and _, got %q", maxQueueName, *queue)}
-	case *mode == "off":
+	case o.consume == "":
+	case !validQueueName(o.queue):
+		return usageError{fmt.Sprintf("serve: -consume-queue must be 1 to %d ASCII letters, digits, - and _, got %q", maxQueueName, o.queue)}
+	case o.mode == "off":
 		return usageError{"serve: -consume needs -idempotency on: the inbox is what applies each message once"}
 	default:
-		var err error
-		if source, err = consumeSourceFor(*consume); err != nil {
+		if o.source, err = consumeSourceFor(o.consume); err != nil {
 			return err
 		}
 	}
-	if *lf.provider == "" {
+	if o.leased.provider == "" {
 		for _, name := range []string{"lease", "provider-timeout", "complete-interval", "report-after"} {
-			if set[name] {
+			if o.given[name] {
 				return usageError{fmt.Sprintf("serve: -%s applies only with -provider", name)}
 			}
 		}
 	} else {
-		if *mode == "off" {
+		if o.mode == "off" {
 			return usageError{"serve: -provider needs -idempotency on: leased mode is what charges each payout once"}
 		}
-		if err := lf.validate("serve", *ttl); err != nil {
+		if err := o.leased.validate("serve", o.ttl); err != nil {
 			return err
 		}
-		if *completeInterval <= 0 {
-			return usageError{fmt.Sprintf("serve: -complete-interval must be positive, got %s", *completeInterval)}
+		if o.completeInterval <= 0 {
+			return usageError{fmt.Sprintf("serve: -complete-interval must be positive, got %s", o.completeInterval)}
 		}
 	}
-	log := slog.New(slog.NewTextHandler(c.Stderr, nil))
-
-	opts := backendOptions{replayProbe: *probe}
-	if isPostgres(sqlDB) {
-		opts.pool, opts.poolExplicit = *pool, poolSet
+	if o.otlp != "" {
+		if _, err := otlpURL(o.otlp); err != nil {
+			return err
+		}
 	}
-	b, err := openBackend(ctx, sqlDB, opts)
+	switch o.logLevel {
+	case "debug":
+		o.level = slog.LevelDebug
+	case "info":
+		o.level = slog.LevelInfo
+	case "warn":
+		o.level = slog.LevelWarn
+	case "error":
+		o.level = slog.LevelError
+	default:
+		return usageError{fmt.Sprintf("serve: -log-level must be debug, info, warn or error, got %q", o.logLevel)}
+	}
+	return nil
+}
+
+// Run parses args, validates them and runs idem serve.
+func (c *serveCommand) Run(ctx context.Context, args []string) error {
+	o := new(serveOptions)
+	if err := c.parseOptions("serve", serveSynopsis, flagsFirst, args, o); err != nil {
+		return err
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	return c.run(ctx, o)
+}
+
+func (c *serveCommand) run(ctx context.Context, o *serveOptions) error {
+	log := slog.New(slog.NewTextHandler(c.Stderr, &slog.HandlerOptions{Level: o.level}))
+
+	opts := backendOptions{replayProbe: o.probe}
+	if isPostgres(o.sqlDB) {
+		opts.pool, opts.poolExplicit = o.pool, o.given["pool"]
+	}
+	b, err := openBackend(ctx, o.sqlDB, opts)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer closeWithin(b.close, 5*time.Second, log)
-	leasedStore, closeLeased, err := openLeased(ctx, b, redisDB)
+	leasedStore, closeLeased, err := openLeased(ctx, b, o.redisDB)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer closeLeased()
-	cfg := &transfers.Config{Logger: log, BodyTimeout: *bodyTimeout, RequestTimeout: *timeout, MaxConcurrent: *maxConcurrent}
+	cfg := &transfers.Config{Logger: log, BodyTimeout: o.bodyTimeout, RequestTimeout: o.timeout, MaxConcurrent: o.maxConcurrent}
 	reg, err := setupMetrics(cfg, b.pool)
 	if err != nil {
 		return err
 	}
-	tr, err := setupTracing(ctx, *otlp, cfg, log)
+	tr, err := setupTracing(ctx, o.otlp, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer tr.shutdown(log)
-	if *mode == "on" {
-		if cfg.Guard, err = idem.New(tr.store(b.store), &idem.Config{TTL: *ttl}); err != nil {
+	if o.mode == "on" {
+		if cfg.Guard, err = idem.New(tr.store(b.store), &idem.Config{TTL: o.ttl}); err != nil {
 			return err
 		}
 		if d, ok := b.store.(idem.ExpiredDeleter); ok {
@@ -186,8 +239,8 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 			}
 			go sw.Run(ctx)
 		}
-		if *lf.provider != "" {
-			if err := lf.configure(cfg, leasedStore, *ttl); err != nil {
+		if o.leased.provider != "" {
+			if err := o.leased.configure(cfg, leasedStore, o.ttl); err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
 		}
@@ -201,7 +254,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if cfg.Leased != nil {
 		// Stopped, and waited for, before the store closes.
 		m := newCompleterMetrics(reg, idemhttp.KindPrefix+transfers.PayoutKind)
-		stop, err := startCompleter(ctx, cfg.Leased, *completeInterval, *lf.reportAfter, m, log)
+		stop, err := startCompleter(ctx, cfg.Leased, o.completeInterval, o.leased.reportAfter, m, log)
 		if err != nil {
 			return err
 		}
@@ -216,23 +269,23 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	defer func() {
 		stopConsuming()
 		if cons != nil {
-			cons.wait(*grace, log)
+			cons.wait(o.grace, log)
 		}
 	}()
-	if source != nil {
-		ib, err := inbox.New(b.store, &inbox.Config{Name: consumerName, TTL: *consumeTTL, Logger: log, Observer: inboxMetrics(reg, consumerName)})
+	if o.source != nil {
+		ib, err := inbox.New(b.store, &inbox.Config{Name: consumerName, TTL: o.consumeTTL, Logger: log, Observer: inboxMetrics(reg, consumerName)})
 		if err != nil {
 			return err
 		}
-		run, err := source(ctx, consumeParams{URL: *consume, Queue: *queue, Inbox: ib, Handler: svc.ApplyMessage, Logger: log})
+		run, err := o.source(ctx, consumeParams{URL: o.consume, Queue: o.queue, Inbox: ib, Handler: svc.ApplyMessage, Logger: log})
 		if err != nil {
-			return fmt.Errorf("serve: -consume %s: %w", redactURL(*consume), err)
+			return fmt.Errorf("serve: -consume %s: %w", redactURL(o.consume), err)
 		}
-		log.Info("idem serve: consuming", "consume", redactURL(*consume), "queue", *queue, "inbox", ib.Scope())
+		log.Info("idem serve: consuming", "consume", redactURL(o.consume), "queue", o.queue, "inbox", ib.Scope())
 		cons = startConsumer(consumeCtx, run, log)
 	}
 
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -240,14 +293,14 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	srv := &http.Server{
 		Handler:           tr.handler(countRunning(svc, &running)),
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       *idle,
+		IdleTimeout:       o.idle,
 	}
-	attrs := []any{"addr", "http://" + ln.Addr().String(), "db", redact(*db), "idempotency", *mode}
-	if redisDB != "" {
-		attrs = append(attrs, "ledger", redact(sqlDB))
+	attrs := []any{"addr", "http://" + ln.Addr().String(), "db", redact(o.db), "idempotency", o.mode}
+	if o.redisDB != "" {
+		attrs = append(attrs, "ledger", redact(o.sqlDB))
 	}
 	if cfg.Leased != nil {
-		attrs = append(attrs, "provider", redactURL(*lf.provider), "lease", *lf.lease)
+		attrs = append(attrs, "provider", redactURL(o.leased.provider), "lease", o.leased.lease)
 	}
 	if b.pool != nil {
 		attrs = append(attrs, "pool", b.pool.Config().MaxConns)
@@ -267,14 +320,14 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		// A server that no longer consumes must say so: exit, and let
 		// the supervisor restart it.
 		failed = fmt.Errorf("serve: -consume: %w", cons.err)
-		log.Error("idem serve: shutting down: the consumer stopped", "grace", *grace)
+		log.Error("idem serve: shutting down: the consumer stopped", "grace", o.grace)
 	case <-ctx.Done():
-		log.Info("idem serve: shutting down", "grace", *grace)
+		log.Info("idem serve: shutting down", "grace", o.grace)
 	}
 	// Stop consuming and serving together; the store closes only once
 	// both are done, so that no message is processed on a closed store.
 	stopConsuming()
-	err = shutdown(context.WithoutCancel(ctx), srv, errc, &running, *grace, log)
+	err = shutdown(context.WithoutCancel(ctx), srv, errc, &running, o.grace, log)
 	return errors.Join(failed, err)
 }
 

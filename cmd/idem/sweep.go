@@ -8,32 +8,53 @@ import (
 	"github.com/idemkit/idem"
 )
 
+const sweepSynopsis = "sweep [-db idem.db | postgres://…] [-batch 1000]\n\nsweep deletes expired records; it never creates or migrates tables."
+
 type sweepCommand struct {
 	*Main
 }
 
+// sweepOptions is idem sweep's command line.
+type sweepOptions struct {
+	commandLine
+	db    string
+	batch int
+}
+
+func (o *sweepOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, or a postgres:// URL")
+	fs.IntVar(&o.batch, "batch", 1000, "records deleted per statement")
+}
+
+func (o *sweepOptions) validate() error {
+	if err := o.noArgs("sweep"); err != nil {
+		return err
+	}
+	if o.batch <= 0 {
+		return usageError{fmt.Sprintf("sweep: -batch must be positive, got %d", o.batch)}
+	}
+	return needSQL("sweep", o.db, "sweep deletes the expired records of the SQL database (Redis expires its own)")
+}
+
+// Run parses args, validates them and runs idem sweep.
 func (c *sweepCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
-	db := fs.String("db", defaultDB, "SQLite file path, or a postgres:// URL")
-	batch := fs.Int("batch", 1000, "records deleted per statement")
-	if err := c.parse(fs, args, "sweep [-db idem.db | postgres://…] [-batch 1000]\n\nsweep deletes expired records; it never creates or migrates tables."); err != nil {
+	o := new(sweepOptions)
+	if err := c.parseOptions("sweep", sweepSynopsis, flagsFirst, args, o); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("sweep: unexpected argument %q (run \"idem sweep -h\")", fs.Arg(0))}
-	}
-	if *batch <= 0 {
-		return usageError{fmt.Sprintf("sweep: -batch must be positive, got %d", *batch)}
-	}
-	if err := needSQL("sweep", *db, "sweep deletes the expired records of the SQL database (Redis expires its own)"); err != nil {
+	if err := o.validate(); err != nil {
 		return err
 	}
-	b, err := openBackend(ctx, *db, backendOptions{existing: true})
+	return c.run(ctx, o)
+}
+
+func (c *sweepCommand) run(ctx context.Context, o *sweepOptions) error {
+	b, err := openBackend(ctx, o.db, backendOptions{existing: true})
 	if err != nil {
 		return fmt.Errorf("sweep: %w", err)
 	}
 	defer b.close()
-	n, err := sweep(ctx, b.store, *batch)
+	n, err := sweep(ctx, b.store, o.batch)
 	if err != nil {
 		return fmt.Errorf("sweep: %w", err)
 	}

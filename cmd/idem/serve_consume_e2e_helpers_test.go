@@ -20,7 +20,7 @@ import (
 )
 
 // The helpers of the idem serve -consume end-to-end tests
-// (consume_e2e_test.go): a plan of transfer commands, a broker seen from
+// (serve_consume_e2e_test.go): a plan of transfer commands, a broker seen from
 // the test, and the audit of GET /transfers.
 
 // e2eTimeout bounds every wait of these tests, generously: the machine is

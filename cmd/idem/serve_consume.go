@@ -27,8 +27,8 @@ type consumeParams struct {
 // needed) and returns nil then.
 type consumeSource func(ctx context.Context, p consumeParams) (run func(ctx context.Context) error, err error)
 
-// consumeSources holds the sources by URL scheme; consume_nats.go and
-// consume_amqp.go register theirs in init.
+// consumeSources holds the sources by URL scheme; serve_consume_nats.go and
+// serve_consume_amqp.go register theirs in init.
 var consumeSources = map[string]consumeSource{}
 
 // Defaults of idem serve -consume.

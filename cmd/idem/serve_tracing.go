@@ -39,14 +39,11 @@ func setupTracing(ctx context.Context, endpoint string, cfg *transfers.Config, l
 	var opts []otlptracehttp.Option
 	switch {
 	case endpoint != "":
-		u, err := url.Parse(endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, usageError{fmt.Sprintf("serve: -otlp must be an http:// or https:// URL, got %q", endpoint)}
+		u, err := otlpURL(endpoint)
+		if err != nil {
+			return nil, err
 		}
-		if u.Path == "" || u.Path == "/" {
-			u.Path = "/v1/traces" // a base URL, as in OTEL_EXPORTER_OTLP_ENDPOINT
-		}
-		opts = append(opts, otlptracehttp.WithEndpointURL(u.String()))
+		opts = append(opts, otlptracehttp.WithEndpointURL(u))
 	case os.Getenv(otlpEndpointEnv) != "":
 		// The exporter reads the OTEL_EXPORTER_OTLP_* variables itself.
 	default:
@@ -61,6 +58,19 @@ func setupTracing(ctx context.Context, endpoint string, cfg *transfers.Config, l
 	cfg.Observer = idemotel.Observers(cfg.Observer, idemotel.NewObserver())
 	log.Info("idem serve: exporting traces over OTLP", "endpoint", redact(firstNonEmpty(endpoint, os.Getenv(otlpEndpointEnv))))
 	return &tracing{tp: tp, tracer: tp.Tracer("github.com/idemkit/idem/cmd/idem")}, nil
+}
+
+// otlpURL returns the traces URL of -otlp, or a usage error: a base URL,
+// as in OTEL_EXPORTER_OTLP_ENDPOINT, gets OTLP/HTTP's path /v1/traces.
+func otlpURL(endpoint string) (string, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", usageError{fmt.Sprintf("serve: -otlp must be an http:// or https:// URL, got %q", endpoint)}
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/v1/traces"
+	}
+	return u.String(), nil
 }
 
 func firstNonEmpty(a, b string) string {
