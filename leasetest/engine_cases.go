@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/conformance"
 )
 
 // engineLease is the lease of the engine cases that run on the test
@@ -65,9 +66,9 @@ func goDo(l *idem.Leased, req idem.LeasedRequest, work idem.LeasedWork) <-chan d
 func engineReplaysACompletedCall(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	l := e.leased(t)
-	runs := &counter{}
+	runs := &conformance.Counter{}
 	work := func(context.Context, *idem.Run) (idem.Result, error) {
-		runs.add()
+		runs.Add()
 		return testResult(), nil
 	}
 	first, replayed, err := l.Do(context.Background(), leasedReq("k", "fp"), work)
@@ -82,7 +83,7 @@ func engineReplaysACompletedCall(t testing.TB, h *Harness) {
 	if !sameResult(again, testResult()) {
 		t.Errorf("replay = %d %v %q, want %d %v %q byte for byte", again.Status, again.Header, again.Body, first.Status, first.Header, first.Body)
 	}
-	if n := runs.get(); n != 1 {
+	if n := runs.Get(); n != 1 {
 		t.Errorf("the work ran %d times, want 1", n)
 	}
 }
@@ -90,9 +91,9 @@ func engineReplaysACompletedCall(t testing.TB, h *Harness) {
 func engineRefusesAnotherFingerprint(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	l := e.leased(t)
-	runs := &counter{}
+	runs := &conformance.Counter{}
 	work := func(context.Context, *idem.Run) (idem.Result, error) {
-		runs.add()
+		runs.Add()
 		return idem.Result{Status: 201}, nil
 	}
 	// Pending under a live lease, then completed: another fingerprint is
@@ -115,7 +116,7 @@ func engineRefusesAnotherFingerprint(t testing.TB, h *Harness) {
 	if _, _, err := l.Do(context.Background(), leasedReq("k", "other"), work); !errors.Is(err, idem.ErrMismatch) {
 		t.Errorf("another fingerprint after completion: err = %v, want ErrMismatch", err)
 	}
-	if n := runs.get(); n != 1 {
+	if n := runs.Get(); n != 1 {
 		t.Errorf("the work ran %d times, want 1", n)
 	}
 }
@@ -123,10 +124,10 @@ func engineRefusesAnotherFingerprint(t testing.TB, h *Harness) {
 func engineAnswersInFlightDuringALiveLease(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	l := e.leased(t)
-	runs := &counter{}
+	runs := &conformance.Counter{}
 	started, release := make(chan struct{}), make(chan struct{})
 	first := goDo(l, leasedReq("k", "fp"), func(context.Context, *idem.Run) (idem.Result, error) {
-		runs.add()
+		runs.Add()
 		close(started)
 		<-release
 		return idem.Result{Status: 201, Body: []byte("first")}, nil
@@ -135,7 +136,7 @@ func engineAnswersInFlightDuringALiveLease(t testing.TB, h *Harness) {
 	for _, elapsed := range []time.Duration{0, engineLease - 2*time.Second} {
 		e.clock.Advance(elapsed)
 		_, _, err := l.Do(context.Background(), leasedReq("k", "fp"), func(context.Context, *idem.Run) (idem.Result, error) {
-			runs.add()
+			runs.Add()
 			return idem.Result{}, nil
 		})
 		var ife *idem.InFlightError
@@ -150,7 +151,7 @@ func engineAnswersInFlightDuringALiveLease(t testing.TB, h *Harness) {
 	if a := wait(t, first, "the first call's answer"); a.err != nil || string(a.res.Body) != "first" {
 		t.Fatalf("first call: body %q, err %v", a.res.Body, a.err)
 	}
-	if n := runs.get(); n != 1 {
+	if n := runs.Get(); n != 1 {
 		t.Errorf("the work ran %d times, want 1", n)
 	}
 }
@@ -160,12 +161,12 @@ func engineRunsConcurrentCallsOnce(t testing.TB, h *Harness) {
 	// them must be in flight or, had the work finished, a replay.
 	e := setup(t, h)
 	l := e.leased(t)
-	runs := &counter{}
+	runs := &conformance.Counter{}
 	answered := make(chan struct{}, Claimers)
 	all := make(chan struct{})
 	var once sync.Once
 	work := func(context.Context, *idem.Run) (idem.Result, error) {
-		if runs.add() > 1 {
+		if runs.Add() > 1 {
 			once.Do(func() { close(all) }) // a second run: fail at once
 		}
 		select {
@@ -206,7 +207,7 @@ func engineRunsConcurrentCallsOnce(t testing.TB, h *Harness) {
 			t.Errorf("a concurrent call: body %q, replayed %v, err %v; want the execution, a replay or in flight", a.res.Body, a.replayed, a.err)
 		}
 	}
-	if n := runs.get(); n != 1 || executed != 1 {
+	if n := runs.Get(); n != 1 || executed != 1 {
 		t.Errorf("%d concurrent calls: the work ran %d times and %d calls returned its execution, want 1 and 1", Claimers, n, executed)
 	}
 	if _, replayed, err := l.Do(context.Background(), leasedReq("k", "fp"), work); err != nil || !replayed {
@@ -217,17 +218,17 @@ func engineRunsConcurrentCallsOnce(t testing.TB, h *Harness) {
 func engineResumesAfterAFailedAttempt(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	l := e.leased(t)
-	stepA, stepB := &counter{}, &counter{}
+	stepA, stepB := &conformance.Counter{}, &conformance.Counter{}
 	errDown := errors.New("provider down")
 	work := func(ctx context.Context, run *idem.Run) (idem.Result, error) {
 		a, err := run.Step(ctx, "a", func(context.Context) ([]byte, error) {
-			return fmt.Appendf(nil, "a%d", stepA.add()), nil
+			return fmt.Appendf(nil, "a%d", stepA.Add()), nil
 		})
 		if err != nil {
 			return idem.Result{}, err
 		}
 		b, err := run.Step(ctx, "b", func(context.Context) ([]byte, error) {
-			if stepB.add() == 1 {
+			if stepB.Add() == 1 {
 				return nil, errDown
 			}
 			return []byte("b"), nil
@@ -248,7 +249,7 @@ func engineResumesAfterAFailedAttempt(t testing.TB, h *Harness) {
 	if want := "a1 b attempt 2"; string(res.Body) != want {
 		t.Errorf("result %q, want %q: the retry resumes after step a with its output", res.Body, want)
 	}
-	if n := stepA.get(); n != 1 {
+	if n := stepA.Get(); n != 1 {
 		t.Errorf("step a ran %d times, want 1", n)
 	}
 }
@@ -368,11 +369,11 @@ func engineLocalStepsCommitWithTheirEffects(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	e.txStore(t)
 	l := e.leased(t)
-	debits, refused := &counter{}, &counter{}
+	debits, refused := &conformance.Counter{}, &conformance.Counter{}
 	errDecline := errors.New("declined for now")
 	work := func(ctx context.Context, run *idem.Run) (idem.Result, error) {
 		if _, err := run.LocalStep(ctx, "debit", func(ctx context.Context) ([]byte, error) {
-			debits.add()
+			debits.Add()
 			return []byte("debited"), e.h.Effect(ctx, "debit")
 		}); err != nil {
 			return idem.Result{}, err
@@ -382,7 +383,7 @@ func engineLocalStepsCommitWithTheirEffects(t testing.TB, h *Harness) {
 			if err := e.h.Effect(ctx, "credit"); err != nil {
 				return nil, err
 			}
-			if refused.add() == 1 {
+			if refused.Add() == 1 {
 				return nil, errDecline
 			}
 			return []byte("credited"), nil
@@ -400,25 +401,25 @@ func engineLocalStepsCommitWithTheirEffects(t testing.TB, h *Harness) {
 	if _, _, err := l.Do(context.Background(), leasedReq("k", "fp"), work); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
-	if n, m := e.effects(t, "debit"), e.effects(t, "credit"); n != 1 || m != 1 || debits.get() != 1 {
-		t.Errorf("after the retry: debit effects %d (step ran %d times), credit effects %d; want 1 (1) and 1", n, debits.get(), m)
+	if n, m := e.effects(t, "debit"), e.effects(t, "credit"); n != 1 || m != 1 || debits.Get() != 1 {
+		t.Errorf("after the retry: debit effects %d (step ran %d times), credit effects %d; want 1 (1) and 1", n, debits.Get(), m)
 	}
 }
 
 func completerFinishesAbandonedWork(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	l := e.leased(t)
-	steps := &counter{}
-	failFirst := &counter{}
+	steps := &conformance.Counter{}
+	failFirst := &conformance.Counter{}
 	work := func(ctx context.Context, run *idem.Run) (idem.Result, error) {
 		a, err := run.Step(ctx, "a", func(context.Context) ([]byte, error) {
-			steps.add()
+			steps.Add()
 			return []byte("a"), nil
 		})
 		if err != nil {
 			return idem.Result{}, err
 		}
-		if failFirst.add() == 1 {
+		if failFirst.Add() == 1 {
 			return idem.Result{}, errors.New("the client's attempt fails")
 		}
 		return idem.Result{Status: 201, Body: fmt.Appendf(nil, "%s from %s, attempt %d", a, run.Input, run.Attempt)}, nil
@@ -453,7 +454,7 @@ func completerFinishesAbandonedWork(t testing.TB, h *Harness) {
 	if err != nil || !replayed || string(res.Body) != want {
 		t.Errorf("the client's retry: body %q, replayed %v, err %v; want %q replayed", res.Body, replayed, err, want)
 	}
-	if n := steps.get(); n != 1 {
+	if n := steps.Get(); n != 1 {
 		t.Errorf("step a ran %d times, want 1: the completer resumes after it", n)
 	}
 	if rep, err := c.RunOnce(context.Background()); err != nil || rep.Found != 0 {

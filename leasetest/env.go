@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/conformance"
 	"github.com/idemkit/idem/internal/testclock"
 )
 
@@ -48,36 +48,17 @@ func setup(t testing.TB, h *Harness) *env {
 
 func (e *env) open(t testing.TB) {
 	t.Helper()
-	s, err := e.h.Open(context.Background(), e.location)
-	if err != nil {
-		t.Fatalf("Open(%q): %v", e.location, err)
-	}
-	if s == nil {
-		t.Fatalf("Open(%q) returned a nil store", e.location)
-	}
-	e.store = s
-	if e.h.Close != nil {
-		t.Cleanup(func() { _ = e.h.Close(s) })
-	}
+	e.store = conformance.Open(t, e.h.Open, e.h.Close, e.location)
 }
 
 func (e *env) close(t testing.TB) {
 	t.Helper()
-	if e.h.Close == nil {
-		return
-	}
-	if err := e.h.Close(e.store); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
+	conformance.Close(t, e.h.Close, e.store)
 }
 
 func (e *env) effects(t testing.TB, name string) int {
 	t.Helper()
-	n, err := e.h.CountEffects(context.Background(), e.store, name)
-	if err != nil {
-		t.Fatalf("CountEffects(%q): %v", name, err)
-	}
-	return n
+	return conformance.Effects(t, e.h.CountEffects, e.store, name)
 }
 
 // openStep opens the local step name of lease's holder and writes the
@@ -350,24 +331,4 @@ func stepList(steps []idem.Step) string {
 	}
 	b.WriteByte(']')
 	return b.String()
-}
-
-// counter counts the runs of a function, from any goroutine.
-type counter struct {
-	mu sync.Mutex
-	n  int
-}
-
-// add counts one more and returns the count.
-func (c *counter) add() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n++
-	return c.n
-}
-
-func (c *counter) get() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
 }

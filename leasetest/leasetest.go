@@ -3,7 +3,6 @@ package leasetest
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 
 	"github.com/idemkit/idem"
@@ -52,21 +51,5 @@ func (h *Harness) Validate() error {
 // case of persistent stores re-runs that test in a child process.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
-	if err := h.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	if loc := os.Getenv(crashChildEnv); loc != "" {
-		runCrashChild(h, loc) // never returns
-	}
-	for _, c := range suite {
-		if c.persistent && !h.Persistent {
-			continue
-		}
-		t.Run(c.name, func(t *testing.T) {
-			if !c.serial {
-				t.Parallel()
-			}
-			c.check(t, &h)
-		})
-	}
+	suite.Run(t, &h)
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/tbrecord"
 	"github.com/idemkit/idem/memstore"
 )
 
@@ -59,8 +58,8 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 	} {
 		t.Run(string(tt.mutation), func(t *testing.T) {
 			t.Parallel()
-			out := runSuite(t, mutantHarness(tt.mutation))
-			tbrecord.Caught(t, out, string(tt.mutation), tt.caughtBy, "the store breaks the rule: ", ruleOf)
+			out := suite.Record(t, new(mutantHarness(tt.mutation)), nil)
+			suite.Caught(t, out, string(tt.mutation), tt.caughtBy)
 		})
 	}
 }
@@ -73,7 +72,7 @@ func TestSuitePassesIntactStores(t *testing.T) {
 	for name, h := range map[string]Harness{"Memstore": mutantHarness(intact)} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			for case_, o := range runSuite(t, h) {
+			for case_, o := range suite.Record(t, &h, nil) {
 				if o.Failed {
 					t.Errorf("%s failed:\n%s", case_, o.Log)
 				}
@@ -82,29 +81,11 @@ func TestSuitePassesIntactStores(t *testing.T) {
 	}
 }
 
+// TestSuiteIsWellFormed checks that every case has its own name, a run,
+// and a rule that cites a leased-mode rule of docs/DESIGN.md.
 func TestSuiteIsWellFormed(t *testing.T) {
 	t.Parallel()
-	seen := map[string]bool{}
-	for _, c := range suite {
-		switch {
-		case c.name == "" || seen[c.name]:
-			t.Errorf("case %q: the name is empty or not unique", c.name)
-		case c.run == nil:
-			t.Errorf("case %s has no run", c.name)
-		case !strings.Contains(c.rule, "docs/DESIGN.md L"):
-			t.Errorf("case %s: the rule %q cites no leased-mode rule of docs/DESIGN.md", c.name, c.rule)
-		}
-		seen[c.name] = true
-	}
-}
-
-func ruleOf(name string) string {
-	for _, c := range suite {
-		if c.name == name {
-			return c.rule
-		}
-	}
-	return "no case " + name
+	suite.WellFormed(t, "docs/DESIGN.md L")
 }
 
 // mutant is a memstore broken by one mutation. The unfenced writes find

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/conformance"
 	"github.com/idemkit/idem/internal/crashchild"
 )
 
@@ -63,10 +63,10 @@ func killedHolderIsTakenOverFromItsLastStep(t testing.TB, h *Harness) {
 	e.open(t)
 
 	ctx := context.Background()
-	steps := &counter{}
+	steps := &conformance.Counter{}
 	work := func(ctx context.Context, run *idem.Run) (idem.Result, error) {
 		one, err := run.Step(ctx, "one", func(context.Context) ([]byte, error) {
-			steps.add()
+			steps.Add()
 			return []byte("one again"), nil
 		})
 		if err != nil {
@@ -77,7 +77,7 @@ func killedHolderIsTakenOverFromItsLastStep(t testing.TB, h *Harness) {
 		}
 		if h.Effect != nil {
 			if _, err := run.LocalStep(ctx, "local", func(ctx context.Context) ([]byte, error) {
-				steps.add()
+				steps.Add()
 				return []byte("local again"), h.Effect(ctx, "crash-local")
 			}); err != nil {
 				return idem.Result{}, err
@@ -111,7 +111,7 @@ func killedHolderIsTakenOverFromItsLastStep(t testing.TB, h *Harness) {
 	if err != nil || replayed || string(res.Body) != "resumed" {
 		t.Fatalf("the takeover after the lease: body %q, replayed %v, err %v; want a resumed execution", res.Body, replayed, err)
 	}
-	if n := steps.get(); n != 0 {
+	if n := steps.Get(); n != 0 {
 		t.Errorf("%d steps the child had recorded ran again, want 0", n)
 	}
 	if h.Effect != nil {
@@ -127,19 +127,15 @@ func killedHolderIsTakenOverFromItsLastStep(t testing.TB, h *Harness) {
 
 // runCrashChild is the child side of the crash case: it opens the store,
 // claims the key, records its steps, announces it and waits to be killed.
-func runCrashChild(h Harness, location string) {
+func runCrashChild(h *Harness, location string) {
 	ctx := context.Background()
-	fail := func(format string, args ...any) {
-		fmt.Fprintf(os.Stderr, "leasetest child: "+format+"\n", args...)
-		os.Exit(3)
-	}
 	s, err := h.Open(ctx, location)
 	if err != nil {
-		fail("open: %v", err)
+		crashchild.Fail("leasetest", "open:", err)
 	}
 	l, err := idem.NewLeased(s, &idem.LeasedConfig{Lease: crashLease})
 	if err != nil {
-		fail("%v", err)
+		crashchild.Fail("leasetest", err)
 	}
 	_, _, err = l.Do(ctx, crashRequest(), func(ctx context.Context, run *idem.Run) (idem.Result, error) {
 		if _, err := run.Step(ctx, "one", func(context.Context) ([]byte, error) { return []byte("one by the child"), nil }); err != nil {
@@ -152,9 +148,8 @@ func runCrashChild(h Harness, location string) {
 				return idem.Result{}, err
 			}
 		}
-		fmt.Println(crashReady)
-		time.Sleep(10 * time.Minute) // the parent kills the process long before
-		return idem.Result{}, errors.New("not killed")
+		crashchild.Ready("leasetest", crashReady) // never returns
+		return idem.Result{}, nil
 	})
-	fail("Do returned: %v", err)
+	crashchild.Fail("leasetest", "Do returned:", err)
 }

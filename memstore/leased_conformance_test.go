@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/idemkit/idem"
@@ -18,18 +17,9 @@ func TestLeasedConformance(t *testing.T) {
 		Open: func(context.Context, string) (idem.LeasedStore, error) {
 			return New(), nil
 		},
-		Effect: func(ctx context.Context, name string) error {
-			tx, ok := TxFrom(ctx)
-			if !ok {
-				return errors.New("no memstore transaction in the context")
-			}
-			n, _ := tx.Get(name)
-			tx.Set(name, n+"x")
-			return nil
-		},
+		Effect: writeEffect,
 		CountEffects: func(_ context.Context, s idem.LeasedStore, name string) (int, error) {
-			v, _ := s.(*Store).Value(name)
-			return len(v), nil
+			return countEffects(s.(*Store), name), nil
 		},
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/conformance"
 )
 
 // Callers is how many goroutines the duplicate storm uses.
@@ -20,11 +21,11 @@ func concurrentDuplicatesRunOnceAndAreRefusedAtOnce(t testing.TB, h *Harness) {
 	e := setup(t, h)
 	release := make(chan struct{})
 	var once sync.Once
-	runs := &counter{}
+	runs := &conformance.Counter{}
 	twice := make(chan struct{}) // closed when a second run starts
 	want := idem.Result{Status: 201, Body: []byte("once")}
 	work := func(ctx context.Context) (idem.Result, error) {
-		if runs.add() == 2 {
+		if runs.Add() == 2 {
 			close(twice)
 		}
 		if err := e.h.Effect(ctx, "storm"); err != nil {
@@ -87,7 +88,7 @@ func concurrentDuplicatesRunOnceAndAreRefusedAtOnce(t testing.TB, h *Harness) {
 	if inFlight != Callers-1 {
 		t.Errorf("in-flight answers = %d, want %d", inFlight, Callers-1)
 	}
-	if n := runs.get(); n != 1 {
+	if n := runs.Get(); n != 1 {
 		t.Errorf("work ran %d times, want exactly 1", n)
 	}
 	if n := e.effects(t, "storm"); n != 1 {
@@ -124,7 +125,7 @@ func concurrentRetriesAfterCompletionAllReplay(t testing.TB, h *Harness) {
 			t.Errorf("concurrent retry: %v", err)
 		}
 	}
-	if n := runs.get(); n != 1 {
+	if n := runs.Get(); n != 1 {
 		t.Errorf("work ran %d times, want 1", n)
 	}
 }
@@ -176,9 +177,9 @@ func workRunsOnceWhileRetriesRace(t testing.TB, h *Harness) {
 	const rounds, callers = 40, 8
 	for round := range rounds {
 		key := fmt.Sprintf("race-%d", round)
-		runs := &counter{}
+		runs := &conformance.Counter{}
 		work := func(ctx context.Context) (idem.Result, error) {
-			runs.add()
+			runs.Add()
 			if err := e.h.Effect(ctx, key); err != nil {
 				return idem.Result{}, err
 			}
@@ -215,7 +216,7 @@ func workRunsOnceWhileRetriesRace(t testing.TB, h *Harness) {
 				t.Fatal(err)
 			}
 		}
-		if n := runs.get(); n != 1 {
+		if n := runs.Get(); n != 1 {
 			t.Fatalf("%s: the work ran %d times, want 1 (a retry that raced the commit ran it again)", key, n)
 		}
 		if n := e.effects(t, key); n != 1 {

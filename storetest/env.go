@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/conformance"
 	"github.com/idemkit/idem/internal/testclock"
 )
 
@@ -35,46 +35,31 @@ func setup(t testing.TB, h *Harness) *env {
 
 func (e *env) open(t testing.TB) {
 	t.Helper()
-	s, err := e.h.Open(context.Background(), e.location)
-	if err != nil {
-		t.Fatalf("Open(%q): %v", e.location, err)
-	}
+	s := conformance.Open(t, e.h.Open, e.h.Close, e.location)
 	// The Guard's in-process shortcuts off: every call reaches the store.
 	g, err := idem.New(s, &idem.Config{TTL: testTTL, Now: e.clock.Now, ReplayCacheBytes: -1, DisableLocalInFlight: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.store, e.guard = s, g
-	if e.h.Close != nil {
-		t.Cleanup(func() { _ = e.h.Close(s) })
-	}
 }
 
 func (e *env) close(t testing.TB) {
 	t.Helper()
-	if e.h.Close == nil {
-		return
-	}
-	if err := e.h.Close(e.store); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
+	conformance.Close(t, e.h.Close, e.store)
 }
 
 func (e *env) effects(t testing.TB, name string) int {
 	t.Helper()
-	n, err := e.h.CountEffects(context.Background(), e.store, name)
-	if err != nil {
-		t.Fatalf("CountEffects(%q): %v", name, err)
-	}
-	return n
+	return conformance.Effects(t, e.h.CountEffects, e.store, name)
 }
 
 // work returns a Work that writes the effect name and returns res, and a
 // counter of its runs.
-func (e *env) work(name string, res idem.Result) (idem.Work, *counter) {
-	c := &counter{}
+func (e *env) work(name string, res idem.Result) (idem.Work, *conformance.Counter) {
+	c := &conformance.Counter{}
 	return func(ctx context.Context) (idem.Result, error) {
-		c.add()
+		c.Add()
 		if err := e.h.Effect(ctx, name); err != nil {
 			return idem.Result{}, fmt.Errorf("effect: %w", err)
 		}
@@ -134,25 +119,6 @@ func record(key, fingerprint string, now time.Time, ttl time.Duration) *idem.Rec
 		Result:    idem.Result{Status: 201, Body: []byte(fingerprint)},
 		CreatedAt: now, ExpiresAt: now.Add(ttl),
 	}
-}
-
-type counter struct {
-	mu sync.Mutex
-	n  int
-}
-
-// add counts one more and returns the count.
-func (c *counter) add() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n++
-	return c.n
-}
-
-func (c *counter) get() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
 }
 
 func req(scope, key, fp string) idem.Request {

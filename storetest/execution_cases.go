@@ -20,7 +20,7 @@ func firstExecutionRunsOnceAndRecords(t testing.TB, h *Harness) {
 		t.Error("first call: replayed = true, want false")
 	}
 	assertResult(t, got, want)
-	if n := runs.get(); n != 1 {
+	if n := runs.Get(); n != 1 {
 		t.Errorf("work ran %d times, want 1", n)
 	}
 	if n := e.effects(t, "first"); n != 1 {
@@ -66,7 +66,7 @@ func retryReplaysIdenticalResultWithoutRunning(t testing.TB, h *Harness) {
 		}
 		assertResult(t, got, want)
 	}
-	if n := runs.get(); n != 1 {
+	if n := runs.Get(); n != 1 {
 		t.Errorf("work ran %d times, want 1", n)
 	}
 	if n := e.effects(t, "replay"); n != 1 {
@@ -87,7 +87,7 @@ func emptyResultReplays(t testing.TB, h *Harness) {
 		}
 		assertResult(t, got, idem.Result{})
 	}
-	if n := runs.get(); n != 1 {
+	if n := runs.Get(); n != 1 {
 		t.Errorf("work ran %d times, want 1", n)
 	}
 }
@@ -107,7 +107,7 @@ func mismatchNeitherRunsNorReplays(t testing.TB, h *Harness) {
 	if replayed || got.Body != nil {
 		t.Errorf("mismatch returned replayed=%v body=%q, want nothing", replayed, got.Body)
 	}
-	if n := otherRuns.get(); n != 0 {
+	if n := otherRuns.Get(); n != 0 {
 		t.Errorf("mismatched work ran %d times, want 0", n)
 	}
 	if n := e.effects(t, "mismatch-other"); n != 0 {
@@ -118,7 +118,7 @@ func mismatchNeitherRunsNorReplays(t testing.TB, h *Harness) {
 		t.Fatalf("retry with the original fingerprint: replayed=%v err=%v, want a replay", replayed, err)
 	}
 	assertResult(t, got, want)
-	if n := runs.get(); n != 1 {
+	if n := runs.Get(); n != 1 {
 		t.Errorf("work ran %d times, want 1", n)
 	}
 }
@@ -148,7 +148,7 @@ func workErrorRollsBackAndRecordsNothing(t testing.TB, h *Harness) {
 	if _, replayed, err := e.guard.Do(context.Background(), req("s", "k", "fp"), work); err != nil || replayed {
 		t.Fatalf("retry: replayed=%v err=%v, want a fresh execution", replayed, err)
 	}
-	if n := runs.get(); n != 1 {
+	if n := runs.Get(); n != 1 {
 		t.Errorf("retry ran the work %d times, want 1", n)
 	}
 	if n := e.effects(t, "fails"); n != 1 {
@@ -179,7 +179,7 @@ func workPanicRollsBackAndRecordsNothing(t testing.TB, h *Harness) {
 	if _, replayed, err := e.guard.Do(context.Background(), req("s", "k", "fp"), work); err != nil || replayed {
 		t.Fatalf("retry: replayed=%v err=%v, want a fresh execution (key must not stay in flight)", replayed, err)
 	}
-	if n := runs.get(); n != 1 {
+	if n := runs.Get(); n != 1 {
 		t.Errorf("retry ran the work %d times, want 1", n)
 	}
 }
@@ -201,7 +201,7 @@ func scopesAreIndependent(t testing.TB, h *Harness) {
 			t.Errorf("%s: replayed=%v body=%q, want its own execution with body B", scope, replayed, got.Body)
 		}
 	}
-	if a, b := runsA.get(), runsB.get(); a != 1 || b != 2 {
+	if a, b := runsA.Get(), runsB.Get(); a != 1 || b != 2 {
 		t.Errorf("runs: alice %d, bob %d; want 1, 2", a, b)
 	}
 	if got, replayed, err := e.guard.Do(context.Background(), req("alice", "same", "fp-1"), workA); err != nil || !replayed || string(got.Body) != "A" {
@@ -231,7 +231,7 @@ func commitsWhenCallerGivesUpAfterWork(t testing.TB, h *Harness) {
 		t.Fatalf("retry: replayed=%v err=%v, want a replay", replayed, err)
 	}
 	assertResult(t, got, want)
-	if n := runs.get(); n != 1 {
+	if n := runs.Get(); n != 1 {
 		t.Errorf("work ran %d times, want 1", n)
 	}
 }

@@ -26,7 +26,7 @@ func expiredRecordBehavesAsNew(t testing.TB, h *Harness) {
 	if err != nil || replayed || string(got.Body) != "second" {
 		t.Fatalf("at expiry: body=%q replayed=%v err=%v, want a fresh execution", got.Body, replayed, err)
 	}
-	if a, b := firstRuns.get(), secondRuns.get(); a != 1 || b != 1 {
+	if a, b := firstRuns.Get(), secondRuns.Get(); a != 1 || b != 1 {
 		t.Errorf("runs = %d, %d; want 1, 1", a, b)
 	}
 	if n := e.effects(t, "expiry"); n != 2 {
@@ -49,7 +49,7 @@ func requestTTLOverridesDefault(t testing.TB, h *Harness) {
 	if _, replayed, err := e.guard.Do(context.Background(), r, work); err != nil || replayed {
 		t.Fatalf("after the request's TTL: replayed=%v err=%v, want a fresh execution", replayed, err)
 	}
-	if n := runs.get(); n != 2 {
+	if n := runs.Get(); n != 2 {
 		t.Errorf("runs = %d, want 2", n)
 	}
 }
@@ -97,7 +97,7 @@ func sweepDeletesOnlyExpiredRecords(t testing.TB, h *Harness) {
 	for i := 12; i < n; i++ {
 		work, runs := e.work("sweep", idem.Result{})
 		got, replayed, err := e.guard.Do(context.Background(), req("s", fmt.Sprintf("k%02d", i), "fp"), work)
-		if err != nil || !replayed || string(got.Body) != fmt.Sprint(i) || runs.get() != 0 {
+		if err != nil || !replayed || string(got.Body) != fmt.Sprint(i) || runs.Get() != 0 {
 			t.Errorf("k%02d after sweep: body=%q replayed=%v err=%v, want its replay", i, got.Body, replayed, err)
 		}
 	}

@@ -3,10 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
-
-	"github.com/idemkit/idem/internal/tbrecord"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/memstore"
@@ -40,8 +37,8 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 	} {
 		t.Run(string(tt.mutation), func(t *testing.T) {
 			t.Parallel()
-			out := runSuite(t, refHarness(tt.mutation))
-			tbrecord.Caught(t, out, string(tt.mutation), tt.caughtBy, "the store breaks the rule: ", ruleOf)
+			out := suite.Record(t, new(refHarness(tt.mutation)), nil)
+			suite.Caught(t, out, string(tt.mutation), tt.caughtBy)
 		})
 	}
 }
@@ -52,7 +49,7 @@ func TestSuitePassesIntactStores(t *testing.T) {
 	t.Parallel()
 	t.Run("Reference", func(t *testing.T) {
 		t.Parallel()
-		out := runSuite(t, refHarness(intact))
+		out := suite.Record(t, new(refHarness(intact)), nil)
 		for name, o := range out {
 			if o.Failed || o.Skipped {
 				t.Errorf("%s: failed=%v skipped=%v\n%s", name, o.Failed, o.Skipped, o.Log)
@@ -61,7 +58,7 @@ func TestSuitePassesIntactStores(t *testing.T) {
 	})
 	t.Run("Memstore", func(t *testing.T) {
 		t.Parallel()
-		out := runSuite(t, memHarness())
+		out := suite.Record(t, new(memHarness()), nil)
 		for name, o := range out {
 			if o.Failed {
 				t.Errorf("%s failed:\n%s", name, o.Log)
@@ -70,29 +67,11 @@ func TestSuitePassesIntactStores(t *testing.T) {
 	})
 }
 
+// TestSuiteIsWellFormed checks that every case has its own name, a run,
+// and a rule that cites docs/DESIGN.md or the idem contract.
 func TestSuiteIsWellFormed(t *testing.T) {
 	t.Parallel()
-	seen := map[string]bool{}
-	for _, c := range suite {
-		switch {
-		case c.name == "" || seen[c.name]:
-			t.Errorf("case %q: the name is empty or not unique", c.name)
-		case c.run == nil:
-			t.Errorf("case %s has no run", c.name)
-		case !strings.Contains(c.rule, "docs/DESIGN.md") && !strings.Contains(c.rule, "the contract of idem."):
-			t.Errorf("case %s: the rule %q cites neither docs/DESIGN.md nor the idem contract", c.name, c.rule)
-		}
-		seen[c.name] = true
-	}
-}
-
-func ruleOf(name string) string {
-	for _, c := range suite {
-		if c.name == name {
-			return c.rule
-		}
-	}
-	return "no case " + name
+	suite.WellFormed(t, "docs/DESIGN.md", "the contract of idem.")
 }
 
 // memHarness drives memstore through its exported API alone: the cases

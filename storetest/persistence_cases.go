@@ -3,8 +3,6 @@ package storetest
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -32,7 +30,7 @@ func recordSurvivesReopen(t testing.TB, h *Harness) {
 		t.Fatalf("after reopen: replayed=%v err=%v, want a replay", replayed, err)
 	}
 	assertResult(t, got, want)
-	if n := runs.get(); n != 1 {
+	if n := runs.Get(); n != 1 {
 		t.Errorf("work ran %d times, want 1", n)
 	}
 	if n := e.effects(t, "reopen"); n != 1 {
@@ -71,7 +69,7 @@ func killedInsideWorkLeavesNeitherEffectNorKey(t testing.TB, h *Harness) {
 	if err != nil || replayed || string(got.Body) != "after crash" {
 		t.Fatalf("retry after the crash: body=%q replayed=%v err=%v, want a fresh execution", got.Body, replayed, err)
 	}
-	if n := runs.get(); n != 1 {
+	if n := runs.Get(); n != 1 {
 		t.Errorf("retry ran the work %d times, want 1", n)
 	}
 	if n := e.effects(t, "crash"); n != 1 {
@@ -81,26 +79,22 @@ func killedInsideWorkLeavesNeitherEffectNorKey(t testing.TB, h *Harness) {
 
 // runCrashChild is the child side of the crash case: it opens the store,
 // writes the effect inside the work, announces it and waits to be killed.
-func runCrashChild(h Harness, location string) {
+func runCrashChild(h *Harness, location string) {
 	ctx := context.Background()
 	s, err := h.Open(ctx, location)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "storetest child: open:", err)
-		os.Exit(3)
+		crashchild.Fail("storetest", "open:", err)
 	}
 	g, err := idem.New(s, nil)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "storetest child:", err)
-		os.Exit(3)
+		crashchild.Fail("storetest", err)
 	}
 	_, _, err = g.Do(ctx, req("s", crashKey, "fp"), func(ctx context.Context) (idem.Result, error) {
 		if err := h.Effect(ctx, "crash"); err != nil {
 			return idem.Result{}, err
 		}
-		fmt.Println(crashReady)
-		time.Sleep(10 * time.Minute) // the parent kills the process long before
-		return idem.Result{}, errors.New("storetest child: not killed")
+		crashchild.Ready("storetest", crashReady) // never returns
+		return idem.Result{}, nil
 	})
-	fmt.Fprintln(os.Stderr, "storetest child: Do returned:", err)
-	os.Exit(3)
+	crashchild.Fail("storetest", "Do returned:", err)
 }

@@ -3,7 +3,6 @@ package storetest
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 
 	"github.com/idemkit/idem"
@@ -101,21 +100,5 @@ func (h *Harness) Validate() error {
 // (see the package documentation).
 func Run(t *testing.T, h Harness) {
 	t.Helper()
-	if err := h.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	if loc := os.Getenv(crashChildEnv); loc != "" {
-		runCrashChild(h, loc) // never returns
-	}
-	for _, c := range suite {
-		if c.persistent && !h.Persistent {
-			continue
-		}
-		t.Run(c.name, func(t *testing.T) {
-			if !c.serial {
-				t.Parallel()
-			}
-			c.check(t, &h)
-		})
-	}
+	suite.Run(t, &h)
 }

@@ -308,8 +308,8 @@ func recordCommitsInTheEffectsTransaction(t testing.TB, h *Harness) {
 		}
 		assertNoRecord(t, e, "s", "doomed")
 		work, runs := e.work("doomed", idem.Result{Status: 201})
-		if _, replayed, err := e.guard.Do(ctx, req("s", "doomed", "fp"), work); err != nil || replayed || runs.get() != 1 {
-			t.Errorf("Do after the failed commit: replayed=%v runs=%d err=%v; want a fresh run (a record outlived its transaction)", replayed, runs.get(), err)
+		if _, replayed, err := e.guard.Do(ctx, req("s", "doomed", "fp"), work); err != nil || replayed || runs.Get() != 1 {
+			t.Errorf("Do after the failed commit: replayed=%v runs=%d err=%v; want a fresh run (a record outlived its transaction)", replayed, runs.Get(), err)
 		}
 	}
 }
@@ -341,8 +341,8 @@ func workThatEndsItsTransactionRecordsNothing(t testing.TB, h *Harness) {
 			}
 		}
 		work, runs := e.work("retry-"+key, idem.Result{Status: 201})
-		if _, replayed, err := e.guard.Do(ctx, req("s", key, "fp"), work); err != nil || replayed || runs.get() != 1 {
-			t.Errorf("%s: retry: replayed=%v runs=%d err=%v; want a fresh run (a record was committed outside Begin's transaction)", end, replayed, runs.get(), err)
+		if _, replayed, err := e.guard.Do(ctx, req("s", key, "fp"), work); err != nil || replayed || runs.Get() != 1 {
+			t.Errorf("%s: retry: replayed=%v runs=%d err=%v; want a fresh run (a record was committed outside Begin's transaction)", end, replayed, runs.Get(), err)
 		}
 	}
 }

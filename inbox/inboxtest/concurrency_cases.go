@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/inbox"
+	"github.com/idemkit/idem/internal/conformance"
 )
 
 func deliveryWhileAnotherHoldsTheIDIsRetried(t testing.TB, h *Harness) {
@@ -97,7 +98,7 @@ func manyDeliveriesOfOneIDApplyOnce(t testing.TB, h *Harness) {
 	// id, since effects of different ids may commit concurrently.
 	const ids = 8
 	handlers := make([]inbox.Handler, ids)
-	counters := make([]*counter, ids)
+	counters := make([]*conformance.Counter, ids)
 	for i := range ids {
 		handlers[i], counters[i] = e.handler(fmt.Sprint("storm-", i), nil)
 	}

@@ -3,7 +3,6 @@ package inboxtest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -100,36 +99,31 @@ func killChild(t testing.TB, e *env, mode crashMode) {
 }
 
 // runCrashChild is the child side of the crash cases: a consumer that
-// delivers the crash message and waits to be killed where mode says.
-func runCrashChild(h Harness, mode crashMode, location string) {
-	fail := func(args ...any) {
-		fmt.Fprintln(os.Stderr, append([]any{"inboxtest child:"}, args...)...)
-		os.Exit(3)
-	}
+// delivers the crash message and waits to be killed where mode says, on
+// the store at the location the parent passed.
+func runCrashChild(h *Harness, mode string) {
+	at := crashMode(mode)
 	ctx := context.Background()
-	s, err := h.Open(ctx, location)
+	s, err := h.Open(ctx, os.Getenv(crashLocationEnv))
 	if err != nil {
-		fail("open:", err)
+		crashchild.Fail("inboxtest", "open:", err)
 	}
 	ib, err := inbox.New(s, &inbox.Config{Name: crashConsumer})
 	if err != nil {
-		fail(err)
+		crashchild.Fail("inboxtest", err)
 	}
 	o, err := ib.Process(ctx, msg(crashID, crashBody, 1), func(ctx context.Context, m *inbox.Message) error {
 		if err := h.Effect(ctx, crashEffect); err != nil {
 			return err
 		}
-		if mode == insideHandler {
-			fmt.Println(crashReady)
-			time.Sleep(10 * time.Minute) // the parent kills the process long before
+		if at == insideHandler {
+			crashchild.Ready("inboxtest", crashReady) // never returns
 		}
 		return nil
 	})
-	if mode != afterCommit || o != inbox.Applied {
-		fail("Process returned", o, err)
+	if at != afterCommit || o != inbox.Applied {
+		crashchild.Fail("inboxtest", "Process returned", o, err)
 	}
 	// Committed; the adapter would ack now.
-	fmt.Println(crashReady)
-	time.Sleep(10 * time.Minute)
-	fail("not killed")
+	crashchild.Ready("inboxtest", crashReady)
 }

@@ -3,11 +3,11 @@ package inboxtest
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/inbox"
+	"github.com/idemkit/idem/internal/conformance"
 	"github.com/idemkit/idem/internal/testclock"
 )
 
@@ -28,24 +28,12 @@ func setup(t testing.TB, h *Harness) *env {
 
 func (e *env) open(t testing.TB) {
 	t.Helper()
-	s, err := e.h.Open(context.Background(), e.location)
-	if err != nil {
-		t.Fatalf("Open(%q): %v", e.location, err)
-	}
-	e.store = s
-	if e.h.Close != nil {
-		t.Cleanup(func() { _ = e.h.Close(s) })
-	}
+	e.store = conformance.Open(t, e.h.Open, e.h.Close, e.location)
 }
 
 func (e *env) close(t testing.TB) {
 	t.Helper()
-	if e.h.Close == nil {
-		return
-	}
-	if err := e.h.Close(e.store); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
+	conformance.Close(t, e.h.Close, e.store)
 }
 
 // inbox returns an inbox named name on the case's store; unless cfg says
@@ -71,19 +59,15 @@ func (e *env) inbox(t testing.TB, name string, cfg *inbox.Config) *inbox.Inbox {
 
 func (e *env) effects(t testing.TB, name string) int {
 	t.Helper()
-	n, err := e.h.CountEffects(context.Background(), e.store, name)
-	if err != nil {
-		t.Fatalf("CountEffects(%q): %v", name, err)
-	}
-	return n
+	return conformance.Effects(t, e.h.CountEffects, e.store, name)
 }
 
 // handler returns a Handler that writes the effect name and then returns
 // what then returns (nil if then is nil), and a counter of its runs.
-func (e *env) handler(name string, then func(ctx context.Context, m *inbox.Message) error) (inbox.Handler, *counter) {
-	c := &counter{}
+func (e *env) handler(name string, then func(ctx context.Context, m *inbox.Message) error) (inbox.Handler, *conformance.Counter) {
+	c := &conformance.Counter{}
 	return func(ctx context.Context, m *inbox.Message) error {
-		c.add()
+		c.Add()
 		if err := e.h.Effect(ctx, name); err != nil {
 			return err
 		}
@@ -138,28 +122,10 @@ func msg(id, body string, attempt int) *inbox.Message {
 	return &inbox.Message{ID: id, Body: []byte(body), Attempt: attempt}
 }
 
-type counter struct {
-	mu sync.Mutex
-	n  int
-}
-
-func (c *counter) add() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n++
-	return c.n
-}
-
-func (c *counter) get() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
-}
-
 // runs checks that a handler ran want times.
-func runs(t testing.TB, c *counter, want int) {
+func runs(t testing.TB, c *conformance.Counter, want int) {
 	t.Helper()
-	if n := c.get(); n != want {
+	if n := c.Get(); n != want {
 		t.Errorf("handler ran %d times, want %d", n, want)
 	}
 }

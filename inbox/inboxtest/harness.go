@@ -1,7 +1,7 @@
 package inboxtest
 
 import (
-	"os"
+	"fmt"
 	"testing"
 
 	"github.com/idemkit/idem/storetest"
@@ -19,21 +19,13 @@ type Harness = storetest.Harness
 // documentation).
 func Run(t *testing.T, h Harness) {
 	t.Helper()
+	suite.Run(t, &h)
+}
+
+// validate is the Harness's Validate, naming this suite.
+func validate(h *Harness) error {
 	if err := h.Validate(); err != nil {
-		t.Fatalf("inboxtest: %v", err)
+		return fmt.Errorf("inboxtest: %w", err)
 	}
-	if mode := os.Getenv(crashModeEnv); mode != "" {
-		runCrashChild(h, crashMode(mode), os.Getenv(crashLocationEnv)) // never returns
-	}
-	for _, c := range suite {
-		if c.persistent && !h.Persistent {
-			continue
-		}
-		t.Run(c.name, func(t *testing.T) {
-			if !c.serial {
-				t.Parallel()
-			}
-			c.check(t, &h)
-		})
-	}
+	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/tbrecord"
 	"github.com/idemkit/idem/memstore"
 )
 
@@ -102,18 +101,16 @@ func brokenHarness(d defect) Harness {
 	}
 }
 
-func ruleOf(name string) string {
-	for _, c := range suite {
-		if c.name == name {
-			return c.rule
-		}
-	}
-	return ""
+// TestSuiteIsWellFormed checks that every case has its own name, a run
+// and a rule.
+func TestSuiteIsWellFormed(t *testing.T) {
+	t.Parallel()
+	suite.WellFormed(t)
 }
 
 func TestSuitePassesAnIntactStore(t *testing.T) {
 	t.Parallel()
-	for name, r := range runSuite(t, brokenHarness(intact)) {
+	for name, r := range suite.Record(t, new(brokenHarness(intact)), nil) {
 		if r.Failed || r.Skipped {
 			t.Errorf("case %s failed=%v skipped=%v on an intact store:\n%s", name, r.Failed, r.Skipped, r.Log)
 		}
@@ -133,8 +130,8 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 	} {
 		t.Run(string(tt.defect), func(t *testing.T) {
 			t.Parallel()
-			out := runSuite(t, brokenHarness(tt.defect))
-			tbrecord.Caught(t, out, string(tt.defect), tt.caughtBy, "the inbox breaks the rule: ", ruleOf)
+			out := suite.Record(t, new(brokenHarness(tt.defect)), nil)
+			suite.Caught(t, out, string(tt.defect), tt.caughtBy)
 		})
 	}
 }

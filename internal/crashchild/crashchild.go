@@ -1,7 +1,8 @@
 // Package crashchild runs the running test binary again as a child process
 // and kills it with SIGKILL at a point it reports: the crash cases of the
-// conformance suites (storetest, inbox/inboxtest) use it to leave a store
-// as a process that died mid-work leaves it.
+// conformance suites (storetest, leasetest, inbox/inboxtest) use it to
+// leave a store as a process that died mid-work leaves it. Kill is the
+// parent's side; Ready and Fail are the child's.
 package crashchild
 
 import (
@@ -15,8 +16,12 @@ import (
 	"time"
 )
 
-// readyWait bounds how long the child may take to reach its point.
-const readyWait = 60 * time.Second
+const (
+	// readyWait bounds how long the child may take to reach its point.
+	readyWait = 60 * time.Second
+	// killWait bounds how long a ready child waits to be killed.
+	killWait = 10 * time.Minute
+)
 
 // Kill runs the test binary with -test.run naming t's top-level test and
 // env added to its environment, waits until the child prints a line that
@@ -63,4 +68,21 @@ func Kill(t testing.TB, env []string, ready string) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+}
+
+// Ready is the child's side at its point: it prints ready on standard
+// output, for Kill to read, and waits to be killed. A child not killed
+// within ten minutes fails (see Fail).
+func Ready(who, ready string) {
+	fmt.Println(ready)
+	time.Sleep(killWait) // the parent kills the process long before
+	Fail(who, "not killed")
+}
+
+// Fail is the child's side when it cannot reach its point: it prints who,
+// "child:" and args on standard error, which goes to the parent test's,
+// and exits with status 3.
+func Fail(who string, args ...any) {
+	fmt.Fprintln(os.Stderr, append([]any{who + " child:"}, args...)...)
+	os.Exit(3)
 }

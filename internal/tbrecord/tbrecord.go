@@ -2,7 +2,8 @@
 // that records its failures instead of failing the running test, so that a
 // suite's own tests can check that it catches a broken implementation, the
 // way testing/fstest reports a broken file system as an error. The suites
-// (storetest, inbox/inboxtest, window/windowtest) use it in their tests.
+// (storetest, leasetest, inbox/inboxtest, window/windowtest) use it in
+// their tests, through internal/conformance.
 package tbrecord
 
 import (

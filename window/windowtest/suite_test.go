@@ -2,10 +2,10 @@ package windowtest
 
 import (
 	"testing"
-
-	"github.com/idemkit/idem/internal/tbrecord"
 	"time"
 
+	"github.com/idemkit/idem/internal/conformance"
+	"github.com/idemkit/idem/internal/tbrecord"
 	"github.com/idemkit/idem/internal/testclock"
 	"github.com/idemkit/idem/window"
 )
@@ -39,8 +39,8 @@ func TestSuiteCatchesBrokenWindows(t *testing.T) {
 	} {
 		t.Run(string(tt.mutation), func(t *testing.T) {
 			t.Parallel()
-			out := runSuite(t, refHarness(tt.mutation))
-			tbrecord.Caught(t, out, string(tt.mutation), tt.caughtBy, "the window breaks the rule: ", ruleOf)
+			out := suite.Record(t, new(refHarness(tt.mutation)), parallel)
+			suite.Caught(t, out, string(tt.mutation), tt.caughtBy)
 		})
 	}
 }
@@ -67,9 +67,9 @@ func TestSuitePassesIntactWindows(t *testing.T) {
 	for name, h := range harnesses {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			out := runSuite(t, h)
-			if len(out) != len(suite) {
-				t.Errorf("%d cases ran, want %d", len(out), len(suite))
+			out := suite.Record(t, &h, parallel)
+			if len(out) != len(suite.Cases) {
+				t.Errorf("%d cases ran, want %d", len(out), len(suite.Cases))
 			}
 			for _, c := range tbrecord.FailedCases(out) {
 				t.Errorf("case %s failed on an intact window:\n%s", c, out[c].Log)
@@ -98,6 +98,16 @@ func TestRunOnRealTime(t *testing.T) {
 	})
 }
 
+// TestSuiteIsWellFormed checks that every case has its own name, a run
+// and a rule.
+func TestSuiteIsWellFormed(t *testing.T) {
+	t.Parallel()
+	suite.WellFormed(t)
+}
+
 func TestRun(t *testing.T) {
 	Run(t, refHarness(intact))
 }
+
+// parallel runs the recorded cases at once, as Run does.
+var parallel = &conformance.RecordConfig{Parallel: true}

@@ -47,16 +47,5 @@ func (h *Harness) validate() error {
 // of the window.Window contract that the implementation broke, in words.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
-	if err := h.validate(); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range suite {
-		if c.exactOnly && !h.Exact {
-			continue
-		}
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.check(t, &h)
-		})
-	}
+	suite.Run(t, &h)
 }
