@@ -67,7 +67,7 @@ func tryOne(handler http.Handler, key string) (*httptest.ResponseRecorder, int) 
 	return w, body.n
 }
 
-// Issue 10: with Config.MaxConcurrent requests in progress, one more is
+// With Config.MaxConcurrent requests in progress, one more is
 // answered 503 too-busy with Retry-After before its body is read, and
 // nothing runs for it; once a slot is free again, requests are served.
 func TestMaxConcurrent(t *testing.T) {

@@ -173,7 +173,7 @@ func TestCustomRoute(t *testing.T) {
 	}
 }
 
-// Issue 10: a fingerprint header sent as one line "a, b" and as two lines
+// A fingerprint header sent as one line "a, b" and as two lines
 // "a" and "b" reads differently to a handler that calls Header.Get, so the
 // two requests must never fingerprint alike: the retry is refused with 422,
 // never answered with the other request's response.

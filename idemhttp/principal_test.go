@@ -65,7 +65,7 @@ func send(h http.Handler, key, body, name, value string) *httptest.ResponseRecor
 	return w
 }
 
-// K2, issue 9: a refreshed token with a stable principal is the same
+// K2: a refreshed token with a stable principal is the same
 // caller. The same key and body sent first with "Bearer a", then with
 // "Bearer b" (the refreshed token of the same user) is a replay; the
 // handler runs once. Hashing the credentials ran it twice.
@@ -91,7 +91,7 @@ func TestTokenRefreshIsReplayed(t *testing.T) {
 	}
 }
 
-// Issue 9: two tenants authenticated by a header the middleware does not
+// Two tenants authenticated by a header the middleware does not
 // know (X-Auth-Token), with no principal handed over and no Scope
 // configured, are refused with 500 no-principal: nothing runs, nothing is
 // recorded, and tenant B never receives tenant A's response. Hashing the
@@ -123,7 +123,7 @@ func TestUnknownAuthHeaderWithoutPrincipalIsRefused(t *testing.T) {
 	}
 }
 
-// K2, issue 9: the same two tenants, with an authentication layer that
+// K2: the same two tenants, with an authentication layer that
 // hands their principals over: two principals with one key are two
 // executions, and neither is replayed the other's response.
 func TestTwoPrincipalsOneKey(t *testing.T) {
@@ -161,7 +161,7 @@ func TestTwoPrincipalsOneKey(t *testing.T) {
 	}
 }
 
-// Issue 9: anonymous callers share AnonymousScope only where the operator
+// Anonymous callers share AnonymousScope only where the operator
 // says so, for the whole middleware (Config.Anonymous) or per route
 // (RouteOptions.Anonymous); the same middleware's other routes still
 // refuse them.
@@ -298,7 +298,7 @@ func TestNoPrincipalLogsHowToConfigureOnce(t *testing.T) {
 	}
 }
 
-// Issue 9: Config.Scope receives the request with its body readable, so a
+// Config.Scope receives the request with its body readable, so a
 // scope can come from the body; the handler still gets the whole body.
 func TestScopeSeesBody(t *testing.T) {
 	t.Parallel()

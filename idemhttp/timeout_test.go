@@ -92,7 +92,7 @@ func withAlice(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { next.ServeHTTP(w, authed(r)) })
 }
 
-// Issue 10: a client too slow to send its body within the server's read
+// A client too slow to send its body within the server's read
 // timeout is answered 408 request-timeout, not 400 or 503.
 func TestSlowBodyHitsReadTimeout(t *testing.T) {
 	t.Parallel()
@@ -110,7 +110,7 @@ func TestSlowBodyHitsReadTimeout(t *testing.T) {
 	}
 }
 
-// Issue 10, as reported: a request timeout (the context deadline that
+// A request timeout (the context deadline that
 // `idem serve -request-timeout` sets) that runs out while a 33-byte body
 // is trickling in, with a healthy store, is a 408, not 503
 // store-unavailable with an ERROR line.
@@ -224,7 +224,7 @@ func (timeoutError) Error() string   { return "i/o timeout" }
 func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
 
-// Issue 10: with no read timeout on the server, the request's own deadline
+// With no read timeout on the server, the request's own deadline
 // still ends a body that trickles in: the read is cut when the context
 // ends (408, nothing run), rather than when the last byte arrives, and the
 // request's concurrency slot is free again for the next caller.

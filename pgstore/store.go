@@ -160,8 +160,9 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if s.beginFunc {
-		// An experiment measured in docs/BENCHMARKS.md: the lock and the
-		// read in one statement, sqldb's begin function.
+		// A variant measured in docs/BENCHMARKS.md ("Variants of a first
+		// execution"): the lock and the read in one statement, sqldb's
+		// begin function.
 		q, args := s.sql.BeginCall(s.lockKey(p.Scope, p.Key), p.Scope, p.Key, lock == s.sql.Lock)
 		b.Queue(q, args...).QueryRow(func(row pgx.Row) error {
 			var err error

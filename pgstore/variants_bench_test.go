@@ -19,8 +19,8 @@ import (
 
 // BenchmarkFirstExecutionVariants measures, in one run and in alternating
 // rounds, the same transfer (two balance updates and a row) in a plain
-// transaction and through Guard.Do with the changes docs/BENCHMARKS.md
-// ("What a first execution costs") tried, each in a schema of its own:
+// transaction and through Guard.Do with the variants docs/BENCHMARKS.md
+// ("Variants of a first execution") describes, each in a schema of its own:
 //
 //   - idem: the store as it is;
 //   - idem-func: the lock and the read in one statement (the begin

@@ -28,7 +28,7 @@ import (
 // (ProbeConns -1: at 32 clients the pool is always exhausted, and every
 // first execution then probes before it waits). Run it with
 //
-//	go test -run '^$' -bench TransferCPU -benchtime 6x ./internal/bench/
+//	go test -run '^$' -bench TransferCPU -benchtime 6x ./cmd/idem/internal/bench/
 //
 // where -benchtime Nx is the number of rounds of each variant. On a
 // machine whose cores the clients, the services and the database share,

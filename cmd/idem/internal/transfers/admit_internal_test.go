@@ -16,7 +16,7 @@ import (
 	"github.com/idemkit/idem/sqlitestore"
 )
 
-// Issue 10: with Config.MaxConcurrent transfers being received, the next
+// With Config.MaxConcurrent transfers being received, the next
 // one is answered 503 too-busy with Retry-After before its body is read, so
 // that memory is bounded by the slots and not by how many clients send at
 // once (the bound of idemhttp, which reads bodies after this layer, could

@@ -4,7 +4,7 @@
 # (and without each of them), through pgbench on the PostgreSQL of
 # IDEM_PG_DSN (default postgres://postgres@127.0.0.1:5432/test), which must
 # run on this host: its CPU is read from /proc (every process named
-# postgres). docs/BENCHMARKS.md, "Second pass", quotes its output.
+# postgres). docs/BENCHMARKS.md, "The same statements through pgbench", quotes its output.
 set -euo pipefail
 cd "$(dirname "$0")"
 dsn=${IDEM_PG_DSN:-postgres://postgres@127.0.0.1:5432/test}
