@@ -25,9 +25,7 @@ const DefaultDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
 var server = &servertest.Server{
 	Name: "PostgreSQL", Env: "IDEM_PG_DSN", Default: DefaultDSN, Hint: "start the server",
-	Ping: func(dsn string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
+	Ping: func(ctx context.Context, dsn string) error {
 		conn, err := pgx.Connect(ctx, dsn)
 		if err != nil {
 			return err

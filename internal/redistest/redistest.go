@@ -21,7 +21,6 @@ package redistest
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -33,9 +32,7 @@ const DefaultAddr = "127.0.0.1:6379"
 
 var server = &servertest.Server{
 	Name: "Redis", Env: "IDEM_REDIS_ADDR", Default: DefaultAddr, Hint: "start the server",
-	Ping: func(addr string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
+	Ping: func(ctx context.Context, addr string) error {
 		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 		defer c.Close()
 		return c.Ping(ctx).Err()
