@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemkit/idem/internal/redisproc"
+	"github.com/idemkit/idem/internal/redistest"
 	"github.com/idemkit/idem/redisstore"
 )
 
@@ -19,7 +19,7 @@ import (
 //	go test -run '^$' -bench LeasedRedisAOFVsPostgres -benchtime 20x -count 3 ./redisstore/
 func BenchmarkLeasedRedisAOFVsPostgres(b *testing.B) {
 	leasedRedisVsPostgres(b, func(b *testing.B) *redisstore.Store {
-		srv := redisproc.Start(b, redisproc.Options{AppendOnly: true, AppendFsync: "always"})
+		srv := redistest.StartServer(b, redistest.ServerOptions{AppendOnly: true, AppendFsync: "always"})
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 		b.Cleanup(func() { _ = c.Close() })
 		s, err := redisstore.New(c, nil)

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/redisproc"
+	"github.com/idemkit/idem/internal/redistest"
 	"github.com/idemkit/idem/leasetest"
 	"github.com/idemkit/idem/redisstore"
 )
@@ -58,7 +58,7 @@ func TestClusterLeasedConformance(t *testing.T) {
 		// child never asks for one), and lives until the test ends.
 		NewLocation: func(sub testing.TB) string {
 			once.Do(func() {
-				addrs = redisproc.StartCluster(outliving{sub, t}, 3, 0, redisproc.Options{}).Addrs()
+				addrs = redistest.StartCluster(outliving{sub, t}, 3, 0, redistest.ServerOptions{}).Addrs()
 			})
 			if addrs == nil {
 				sub.Fatal("the cluster did not start")

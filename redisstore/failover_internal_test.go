@@ -12,10 +12,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemkit/idem/internal/redisproc"
+	"github.com/idemkit/idem/internal/redistest"
 )
 
-func clusterStore(t *testing.T, cl *redisproc.Cluster, cfg *Config) *Store {
+func clusterStore(t *testing.T, cl *redistest.Cluster, cfg *Config) *Store {
 	t.Helper()
 	c := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: cl.Addrs(), Password: cl.Password(), DialTimeout: 500 * time.Millisecond, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
@@ -31,7 +31,7 @@ func clusterStore(t *testing.T, cl *redisproc.Cluster, cfg *Config) *Store {
 
 // masterOfKey returns the node that served key's record when the cluster
 // started.
-func masterOfKey(t *testing.T, s *Store, cl *redisproc.Cluster, key string) *redisproc.Server {
+func masterOfKey(t *testing.T, s *Store, cl *redistest.Cluster, key string) *redistest.Server {
 	t.Helper()
 	n, err := cl.MasterOf(context.Background(), s.c.(*redis.ClusterClient), recordKeys(s.member("load", key))[0])
 	if err != nil {
@@ -50,13 +50,13 @@ func masterOfKey(t *testing.T, s *Store, cl *redisproc.Cluster, key string) *red
 func TestClusterNodeRestartUnderLoad(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		opts redisproc.Options
+		opts redistest.ServerOptions
 	}{
-		{"AppendFsyncAlways", redisproc.Options{AppendOnly: true, AppendFsync: "always"}},
-		{"NoPersistence", redisproc.Options{}},
+		{"AppendFsyncAlways", redistest.ServerOptions{AppendOnly: true, AppendFsync: "always"}},
+		{"NoPersistence", redistest.ServerOptions{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cl := redisproc.StartCluster(t, 3, 0, tc.opts)
+			cl := redistest.StartCluster(t, 3, 0, tc.opts)
 			s := clusterStore(t, cl, nil)
 			victim := cl.Nodes[0]
 			// Some records stay pending: claimed, never completed.
@@ -138,7 +138,7 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 		{"WaitReplicas1LaggingReplica", 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cl := redisproc.StartCluster(t, 3, 1, redisproc.Options{Password: "pw"})
+			cl := redistest.StartCluster(t, 3, 1, redistest.ServerOptions{Password: "pw"})
 			s := clusterStore(t, cl, &Config{WaitReplicas: tc.wait, WaitTimeout: time.Second})
 			victim := cl.Nodes[0]
 			probe := keyServedBy(t, s, cl, victim)
@@ -202,7 +202,7 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 }
 
 // replicaOf returns the replica of master m.
-func replicaOf(t *testing.T, cl *redisproc.Cluster, m *redisproc.Server) *redisproc.Server {
+func replicaOf(t *testing.T, cl *redistest.Cluster, m *redistest.Server) *redistest.Server {
 	t.Helper()
 	ctx := context.Background()
 	for _, n := range cl.Nodes {
@@ -218,7 +218,7 @@ func replicaOf(t *testing.T, cl *redisproc.Cluster, m *redisproc.Server) *redisp
 }
 
 // keyServedBy returns a load key whose record the node n serves.
-func keyServedBy(t *testing.T, s *Store, cl *redisproc.Cluster, n *redisproc.Server) string {
+func keyServedBy(t *testing.T, s *Store, cl *redistest.Cluster, n *redistest.Server) string {
 	t.Helper()
 	for i := range 10000 {
 		key := fmt.Sprintf("probe-%d", i)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemkit/idem/internal/redisproc"
+	"github.com/idemkit/idem/internal/redistest"
 )
 
 // TestRestartUnderLoad kills a Redis server of the test's own with SIGKILL
@@ -25,14 +25,14 @@ import (
 func TestRestartUnderLoad(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		opts redisproc.Options
+		opts redistest.ServerOptions
 	}{
-		{"AppendFsyncAlways", redisproc.Options{AppendOnly: true, AppendFsync: "always"}},
-		{"AppendFsyncEverysec", redisproc.Options{AppendOnly: true, AppendFsync: "everysec"}},
-		{"NoPersistence", redisproc.Options{}},
+		{"AppendFsyncAlways", redistest.ServerOptions{AppendOnly: true, AppendFsync: "always"}},
+		{"AppendFsyncEverysec", redistest.ServerOptions{AppendOnly: true, AppendFsync: "everysec"}},
+		{"NoPersistence", redistest.ServerOptions{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := redisproc.Start(t, tc.opts)
+			srv := redistest.StartServer(t, tc.opts)
 			c := redis.NewClient(clientOptions(srv.Addr()))
 			t.Cleanup(func() { _ = c.Close() })
 			s, err := New(c, nil)

@@ -22,7 +22,7 @@ func TestRunReconnectsAfterTheConnectionIsCut(t *testing.T) {
 		t.Run(db.name, func(t *testing.T) {
 			t.Parallel()
 			f := setup(t, db.open(t), amqp.QueueTypeQuorum, 0)
-			proxy := amqptest.NewProxy(t)
+			proxy, url := amqptest.Proxy(t)
 			const n = 200
 			for i := range n {
 				f.publish(fmt.Sprintf("r-%d", i), int64(i%13+1))
@@ -33,7 +33,7 @@ func TestRunReconnectsAfterTheConnectionIsCut(t *testing.T) {
 			f.run(&cfg, func(ctx context.Context, m *inbox.Message) error {
 				time.Sleep(2 * time.Millisecond) // so that cuts fall mid-consumption
 				return f.db.transfer(ctx, m)
-			}, proxy.URL(t))
+			}, url)
 			cuts := 0
 			for _, at := range []int{n / 5, n / 2, 3 * n / 4} {
 				waitFor(t, fmt.Sprintf("%d messages applied", at), func() bool { return f.seen.get(inbox.Applied) >= at })

@@ -8,6 +8,7 @@
 package amqptest
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"testing"
@@ -23,8 +24,9 @@ const DefaultURL = "amqp://guest:guest@127.0.0.1:5672/"
 
 var server = &servertest.Server{
 	Name: "RabbitMQ", Env: "IDEM_AMQP_URL", Default: DefaultURL, Hint: "start the broker", Redact: redact,
-	Ping: func(u string) error {
-		conn, err := amqp.DialConfig(u, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
+	Ping: func(ctx context.Context, u string) error {
+		deadline, _ := ctx.Deadline() // amqp091 dials without a context
+		conn, err := amqp.DialConfig(u, amqp.Config{Dial: amqp.DefaultDial(time.Until(deadline))})
 		if err != nil {
 			return err
 		}

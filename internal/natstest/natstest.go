@@ -29,8 +29,9 @@ const DefaultURL = "nats://127.0.0.1:4222"
 
 var server = &servertest.Server{
 	Name: "NATS with JetStream", Env: "IDEM_NATS_URL", Default: DefaultURL, Hint: "start nats-server -js",
-	Ping: func(url string) error {
-		nc, err := nats.Connect(url, nats.Timeout(5*time.Second))
+	Ping: func(ctx context.Context, url string) error {
+		deadline, _ := ctx.Deadline() // nats.go connects without a context
+		nc, err := nats.Connect(url, nats.Timeout(time.Until(deadline)))
 		if err != nil {
 			return err
 		}
@@ -39,8 +40,6 @@ var server = &servertest.Server{
 		if err != nil {
 			return err
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
 		_, err = js.AccountInfo(ctx)
 		return err
 	},

@@ -25,9 +25,7 @@ const DefaultDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
 var server = &servertest.Server{
 	Name: "PostgreSQL", Env: "IDEM_PG_DSN", Default: DefaultDSN, Hint: "start the server",
-	Ping: func(dsn string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
+	Ping: func(ctx context.Context, dsn string) error {
 		conn, err := pgx.Connect(ctx, dsn)
 		if err != nil {
 			return err
@@ -80,7 +78,7 @@ func Schema(t testing.TB) (schema, dsn string) {
 	t.Helper()
 	base := Require(t)
 	schema = SchemaName(t)
-	dsn, err := withSearchPath(base, schema)
+	dsn, err := withSettings(base, "search_path", schema)
 	if err != nil {
 		t.Fatalf("IDEM_PG_DSN: %v", err)
 	}
@@ -115,19 +113,25 @@ func SchemaExists(t testing.TB, schema string) bool {
 	return exists
 }
 
-// withSearchPath returns dsn with search_path set to schema, in either of
-// the forms pgx accepts: a URL, whose query it may or may not have, or
-// keyword=value pairs.
-func withSearchPath(dsn, schema string) (string, error) {
+// withSettings returns dsn with settings (keyword, value, keyword, value…)
+// set, in either of the forms pgx accepts: a URL, whose query it may or
+// may not have (a query's host and port override the URL's), or
+// keyword=value pairs (the last of a keyword wins).
+func withSettings(dsn string, settings ...string) (string, error) {
 	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
-		return strings.TrimSpace(dsn + " search_path=" + schema), nil
+		for i := 0; i+1 < len(settings); i += 2 {
+			dsn += " " + settings[i] + "=" + settings[i+1]
+		}
+		return strings.TrimSpace(dsn), nil
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {
 		return "", err
 	}
 	q := u.Query()
-	q.Set("search_path", schema)
+	for i := 0; i+1 < len(settings); i += 2 {
+		q.Set(settings[i], settings[i+1])
+	}
 	u.RawQuery = q.Encode()
 	return u.String(), nil
 }

@@ -2,17 +2,13 @@ package pgtest
 
 import (
 	"context"
-	"errors"
-	"io"
-	"net"
-	"os"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
-func TestWithSearchPath(t *testing.T) {
+func TestWithSettings(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name, dsn, want string
@@ -25,11 +21,55 @@ func TestWithSearchPath(t *testing.T) {
 		{"Empty", "", "search_path=s"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := withSearchPath(tt.dsn, "s")
+			got, err := withSettings(tt.dsn, "search_path", "s")
 			if err != nil || got != tt.want {
-				t.Errorf("withSearchPath(%q) = %q, %v; want %q", tt.dsn, got, err, tt.want)
+				t.Errorf("withSettings(%q, search_path, s) = %q, %v; want %q", tt.dsn, got, err, tt.want)
 			}
 		})
+	}
+}
+
+// The host and port that withSettings sets are the ones pgx connects to,
+// in either form of DSN: what Proxy relies on.
+func TestWithSettingsOverridesTheHost(t *testing.T) {
+	t.Parallel()
+	for _, dsn := range []string{
+		"postgres://u@db.example:5432/test?sslmode=disable",
+		"postgres://u@db.example/test",
+		"host=db.example port=5432 dbname=test",
+	} {
+		got, err := withSettings(dsn, "host", "127.0.0.1", "port", "40123")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := pgconn.ParseConfig(got)
+		if err != nil {
+			t.Fatalf("%q: %v", got, err)
+		}
+		if cfg.Host != "127.0.0.1" || cfg.Port != 40123 || cfg.Database != "test" {
+			t.Errorf("%q connects to %s:%d/%s, want 127.0.0.1:40123/test", got, cfg.Host, cfg.Port, cfg.Database)
+		}
+	}
+}
+
+// Proxy's DSN goes through the proxy: its connection is the one Cut
+// closes.
+func TestProxy(t *testing.T) {
+	t.Parallel()
+	p, dsn := Proxy(t, Require(t))
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if err := conn.Ping(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.Cut(); n != 1 {
+		t.Fatalf("Cut() = %d, want the one connection of the DSN", n)
+	}
+	if err := conn.Ping(t.Context()); err == nil {
+		t.Error("a ping on a cut connection succeeded")
 	}
 }
 
@@ -57,59 +97,4 @@ func TestSchema(t *testing.T) {
 	if SchemaExists(t, schema) {
 		t.Errorf("schema %s still exists after clean-up", schema)
 	}
-}
-
-// Blackhole forwards, then holds both ways without closing anything, then
-// delivers what it held.
-func TestBlackhole(t *testing.T) {
-	t.Parallel()
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(c, c); c.Close() }()
-		}
-	}()
-	b := NewBlackhole(t, echo.Addr().String())
-	c, err := b.Dial(t.Context(), "tcp", "ignored:1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	roundTrip := func(msg string) {
-		t.Helper()
-		if _, err := c.Write([]byte(msg)); err != nil {
-			t.Fatal(err)
-		}
-		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-		got := make([]byte, len(msg))
-		if _, err := io.ReadFull(c, got); err != nil || string(got) != msg {
-			t.Fatalf("echo of %q = %q, %v", msg, got, err)
-		}
-	}
-	roundTrip("before")
-	b.Hold()
-	if _, err := c.Write([]byte("held")); err != nil {
-		t.Fatal(err)
-	}
-	// Held: no answer, and no close either (a read times out, it does not
-	// end).
-	_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-	if n, err := c.Read(make([]byte, 8)); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("read while held: %d bytes, %v; want a timeout", n, err)
-	}
-	b.Resume()
-	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	got := make([]byte, 4)
-	if _, err := io.ReadFull(c, got); err != nil || string(got) != "held" {
-		t.Fatalf("after Resume: %q, %v; want the held bytes", got, err)
-	}
-	roundTrip("after")
 }

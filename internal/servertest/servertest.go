@@ -6,10 +6,15 @@
 package servertest
 
 import (
+	"context"
 	"os"
 	"sync"
 	"testing"
+	"time"
 )
+
+// pingWait bounds how long a server takes to answer Require's ping.
+const pingWait = 5 * time.Second
 
 // Server is one server the tests need.
 type Server struct {
@@ -21,8 +26,9 @@ type Server struct {
 	Default string
 	// Hint says how to provide the server, for the skip message.
 	Hint string
-	// Ping checks that the server at addr answers.
-	Ping func(addr string) error
+	// Ping checks that the server at addr answers before ctx ends (5
+	// seconds after Require called it).
+	Ping func(ctx context.Context, addr string) error
 	// Redact hides secrets of an address in messages. Optional.
 	Redact func(addr string) string
 
@@ -44,7 +50,11 @@ func (s *Server) Addr() string {
 func (s *Server) Require(t testing.TB) string {
 	t.Helper()
 	addr := s.Addr()
-	s.once.Do(func() { s.err = s.Ping(addr) })
+	s.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), pingWait)
+		defer cancel()
+		s.err = s.Ping(ctx, addr)
+	})
 	if s.err == nil {
 		return addr
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -153,11 +152,7 @@ func testVanishedHost(t *testing.T, d Driver) {
 	ctx := context.Background()
 	const bound = 2 * time.Second
 
-	u, err := url.Parse(pgtest.DSN())
-	if err != nil || u.Host == "" {
-		t.Skipf("IDEM_PG_DSN %q has no host:port to proxy", pgtest.DSN())
-	}
-	hole := pgtest.NewBlackhole(t, u.Host)
+	hole, _ := pgtest.Proxy(t, pgtest.DSN())
 	app := appName("vanish")
 	far := open(t, d, Conn{SearchPath: schema, AppName: app, MaxConns: 1, Dial: hole.Dial}, Config{Schema: schema, IdleInTransactionTimeout: bound})
 	// Should the test fail with the host's call still in the hole, let

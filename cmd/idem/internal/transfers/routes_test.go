@@ -3,15 +3,11 @@ package transfers_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http/httptest"
-	"net/url"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +15,6 @@ import (
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The Location of a created transfer is a route that answers it.
@@ -86,15 +81,15 @@ func TestReadyz(t *testing.T) {
 	t.Run("Postgres", func(t *testing.T) {
 		t.Parallel()
 		schema, dsn := pgtest.Schema(t)
-		px := startProxy(t, dsn)
-		s, err := pgstore.Open(context.Background(), px.dsn, &pgstore.Config{Schema: schema})
+		px, pxDSN := pgtest.Proxy(t, dsn)
+		s, err := pgstore.Open(context.Background(), pxDSN, &pgstore.Config{Schema: schema})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
 		srv := serve(t, transfers.Postgres(s))
 		check(t, srv.URL, 200)
-		px.stop() // the server is gone: refused connections, broken pooled ones
+		px.Close() // the server is gone: refused connections, broken pooled ones
 		check(t, srv.URL, 503)
 	})
 }
@@ -108,69 +103,6 @@ func serve(t *testing.T, db *transfers.Database) *httptest.Server {
 	srv := httptest.NewServer(svc)
 	t.Cleanup(srv.Close)
 	return srv
-}
-
-// proxy forwards TCP connections to a PostgreSQL server until stop, which
-// closes the listener and every connection: the server is then gone for
-// the pool that was given dsn.
-type proxy struct {
-	dsn  string
-	ln   net.Listener
-	mu   sync.Mutex
-	conn []net.Conn
-}
-
-func startProxy(t *testing.T, dsn string) *proxy {
-	t.Helper()
-	cfg, err := pgconn.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln}
-	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
-		u.Host = ln.Addr().String()
-		p.dsn = u.String()
-	} else {
-		_, port, _ := net.SplitHostPort(ln.Addr().String())
-		p.dsn = dsn + " host=127.0.0.1 port=" + port
-	}
-	go func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conn = append(p.conn, in, out)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(out, in); out.Close() }()
-			go func() { _, _ = io.Copy(in, out); in.Close() }()
-		}
-	}()
-	t.Cleanup(p.stop)
-	return p
-}
-
-func (p *proxy) stop() {
-	if err := p.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conn {
-		c.Close()
-	}
-	p.conn = nil
 }
 
 // A client that asks for a large listing and does not read it holds the

@@ -1,4 +1,4 @@
-package idem_test
+package pgstore_test
 
 import (
 	"context"
@@ -7,29 +7,23 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/jackc/pgx/v5"
 )
 
-// On PostgreSQL, a scope, fingerprint or header that the database cannot
-// store (a 3000-byte token overflows the primary key's index entry; invalid
-// UTF-8 and NUL are refused by text and jsonb) ran the work, then failed at
-// the store on every retry: a 503 forever. They must run once and replay.
-func TestGuardOnPostgreSQLStoresAnyValue(t *testing.T) {
+// A scope, fingerprint or header that the database cannot store (a
+// 3000-byte token overflows the primary key's index entry; invalid UTF-8
+// and NUL are refused by text and jsonb) ran the work, then failed at the
+// store on every retry: a 503 forever. They must run once and replay.
+func TestGuardStoresAnyValue(t *testing.T) {
 	t.Parallel()
-	schema, dsn := pgtest.Schema(t)
+	s, pool, schema := setup(t, nil)
 	ctx := context.Background()
-	s, err := pgstore.Open(ctx, dsn, &pgstore.Config{Schema: schema})
+	effects := pgx.Identifier{schema, "effects"}.Sanitize()
+	g, err := idem.New(s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Close() })
-	effects := pgx.Identifier{schema, "effects"}.Sanitize()
-	if _, err := s.Pool().Exec(ctx, `CREATE TABLE `+effects+` (name text NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	g := setup(t, s)
 
 	var token strings.Builder // random, so that PostgreSQL cannot compress it below the limit
 	for token.Len() < 3000 {
@@ -69,11 +63,7 @@ func TestGuardOnPostgreSQLStoresAnyValue(t *testing.T) {
 					t.Fatalf("call %d: status %d, replayed %v, err %v; want 201, replayed %v", i+1, res.Status, replayed, err, i == 1)
 				}
 			}
-			var n int
-			if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM `+effects+` WHERE name = $1`, tt.req.Key).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			if n != 1 {
+			if n := countRows(t, pool, `SELECT count(*) FROM `+effects+` WHERE name = $1`, tt.req.Key); n != 1 {
 				t.Errorf("%d effects, want 1", n)
 			}
 			if _, err := s.Lookup(ctx, &idem.LookupParams{Scope: idem.StoredScope(tt.req.Scope), Key: tt.req.Key}); err != nil {

@@ -1,6 +1,6 @@
 //go:build unix
 
-package redisproc
+package redistest
 
 import (
 	"context"
@@ -15,9 +15,10 @@ import (
 // survives a restart when it has an append-only file, and its process is
 // gone once the subtest has ended.
 func TestServerIsKilledWhenItsTestEnds(t *testing.T) {
+	requirePrograms(t) // here too: a skipped subtest leaves pid 0
 	var pid int
 	t.Run("Use", func(t *testing.T) {
-		s := Start(t, Options{AppendOnly: true, AppendFsync: "always"})
+		s := StartServer(t, ServerOptions{AppendOnly: true, AppendFsync: "always"})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		c := redis.NewClient(&redis.Options{Addr: s.Addr()})
