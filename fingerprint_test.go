@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/canonjson/canonjsontest"
 )
 
 func TestFingerprint(t *testing.T) {
@@ -164,5 +165,21 @@ func TestCanonicalJSONErrorIsErrNotCanonicalizable(t *testing.T) {
 		if _, err := idem.CanonicalJSON([]byte(doc)); !errors.Is(err, idem.ErrNotCanonicalizable) {
 			t.Errorf("CanonicalJSON(%q) error %v; want one that matches ErrNotCanonicalizable", doc, err)
 		}
+	}
+}
+
+// BenchmarkFingerprint is in docs/BENCHMARKS.md, section "Fingerprint
+// (canonical JSON)", with the benchmarks of internal/canonjson on the same
+// bodies.
+func BenchmarkFingerprint(b *testing.B) {
+	for _, bb := range canonjsontest.Bodies() {
+		b.Run(bb.Name, func(b *testing.B) {
+			b.SetBytes(int64(len(bb.Doc)))
+			b.ReportAllocs()
+			in := idem.FingerprintInput{Method: "POST", Route: "/transfers", Body: bb.Doc, JSON: true}
+			for b.Loop() {
+				idem.NewFingerprint(in)
+			}
+		})
 	}
 }

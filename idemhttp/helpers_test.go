@@ -36,6 +36,8 @@ type env struct {
 type setupOptions struct {
 	cfg   *idemhttp.Config
 	guard *idem.Config
+	// level is the least level e.logs keeps; Debug unless set.
+	level *slog.Level
 }
 
 func setup(t *testing.T, opts ...func(*setupOptions)) *env {
@@ -55,7 +57,11 @@ func setup(t *testing.T, opts ...func(*setupOptions)) *env {
 	if o.cfg != nil {
 		cfg = *o.cfg
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	level := slog.LevelDebug
+	if o.level != nil {
+		level = *o.level
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: level}))
 	cfg.Observer = idem.ObserverFunc(func(_ context.Context, ev idem.Event) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -70,6 +76,11 @@ func setup(t *testing.T, opts ...func(*setupOptions)) *env {
 
 func withConfig(c idemhttp.Config) func(*setupOptions) {
 	return func(o *setupOptions) { o.cfg = &c }
+}
+
+// atLevel keeps only the log lines at level or above in e.logs.
+func atLevel(level slog.Level) func(*setupOptions) {
+	return func(o *setupOptions) { o.level = &level }
 }
 
 func withGuardConfig(c idem.Config) func(*setupOptions) {

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/idemhttp"
-	"github.com/idemkit/idem/memstore"
 )
 
 // Every outcome is logged with a hash of the key, never the key, and
@@ -72,16 +70,9 @@ func TestLogsAndObserver(t *testing.T) {
 // Debug. A key reused with another request is a Warn line.
 func TestOrdinaryOutcomesAreDebug(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
-	g, err := idem.New(memstore.New(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mw, err := idemhttp.New(g, &idemhttp.Config{Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := mw.Handler(&effectHandler{})
+	e := setup(t, atLevel(slog.LevelInfo))
+	buf := e.logs
+	h := e.mw.Handler(&effectHandler{})
 	serve(h, "POST", "/transfers", "{}", withKey("k1"))
 	serve(h, "POST", "/transfers", "{}", withKey("k1"))
 	serve(h, "POST", "/transfers", "{}")

@@ -24,18 +24,7 @@ import (
 func TestPrincipalScopeSQLite(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	store, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "idem.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	if _, err := store.DB().ExecContext(ctx, `CREATE TABLE orders (id INTEGER PRIMARY KEY, owner TEXT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	g, err := idem.New(store, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, g := sqliteGuard(t, `CREATE TABLE orders (id INTEGER PRIMARY KEY, owner TEXT NOT NULL)`)
 	mw, err := idemhttp.New(g, &idemhttp.Config{Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)

@@ -14,19 +14,7 @@ import (
 // a row written through the *sql.Tx that sqlitestore.TxFrom returns.
 func TestStormSQLite(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
-	store, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "idem.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	if _, err := store.DB().ExecContext(ctx, `CREATE TABLE transfers (id INTEGER PRIMARY KEY, amount INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	g, err := idem.New(store, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, g := sqliteGuard(t, `CREATE TABLE transfers (id INTEGER PRIMARY KEY, amount INTEGER NOT NULL)`)
 	testStorm(t, stormTarget{
 		guard: g,
 		effect: func(ctx context.Context) error {
@@ -45,4 +33,23 @@ func TestStormSQLite(t *testing.T) {
 			return n
 		},
 	})
+}
+
+// sqliteGuard opens a SQLite store in a temporary directory, runs ddl on
+// it (the effect's table) and returns it with a Guard over it.
+func sqliteGuard(t *testing.T, ddl string) (*sqlitestore.Store, *idem.Guard) {
+	t.Helper()
+	store, err := sqlitestore.Open(t.Context(), filepath.Join(t.TempDir(), "idem.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	if _, err := store.DB().ExecContext(t.Context(), ddl); err != nil {
+		t.Fatal(err)
+	}
+	g, err := idem.New(store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, g
 }
