@@ -128,7 +128,7 @@ const (
 
 // querier is the one thing the ledger needs of a transaction or a pool.
 type querier interface {
-	// row runs a query that returns one row of int64 columns.
+	// row runs a query that returns one row and scans it into dest.
 	row(ctx context.Context, q string, args []any, dest ...any) error
 	exec(ctx context.Context, q string, args []any) error
 }
