@@ -81,10 +81,22 @@ func waitAMQP(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// amqpPublish publishes body to queue and waits for the broker's confirm
+// that the queue holds it: a publish without confirms may be dropped by a
+// loaded broker, and a test would then wait for a message never queued.
 func amqpPublish(t *testing.T, ch *amqp.Channel, queue, id, body string) {
 	t.Helper()
-	if err := ch.PublishWithContext(context.Background(), "", queue, false, false, amqp.Publishing{MessageId: id, Body: []byte(body)}); err != nil {
+	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, false, false, amqp.Publishing{MessageId: id, Body: []byte(body), DeliveryMode: amqp.Persistent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := dc.WaitContext(ctx); err != nil || !ok {
+		t.Fatalf("publish %q to %s: confirmed %v, %v", id, queue, ok, err)
 	}
 }
 
@@ -219,8 +231,33 @@ func TestConsumeAMQPRedeliversWithin5s(t *testing.T) {
 			waitAMQP(t, "the queue", func() bool { return amqpQueueDepth(t, conn, queue) >= 0 })
 			ch, _ := conn.Channel()
 			amqpPublish(t, ch, queue, "m-1", `{}`)
-			lines := bufio.NewScanner(out)
-			for lines.Scan() && lines.Text() != "HOLDING m-1" {
+			// The child's output is read to its end, so that it never
+			// blocks on a full pipe, and shown when the test fails.
+			holding := make(chan struct{})
+			var childOut strings.Builder
+			var childMu sync.Mutex
+			go func() {
+				lines := bufio.NewScanner(out)
+				for lines.Scan() {
+					childMu.Lock()
+					childOut.WriteString(lines.Text() + "\n")
+					childMu.Unlock()
+					if lines.Text() == "HOLDING m-1" {
+						close(holding)
+					}
+				}
+			}()
+			t.Cleanup(func() {
+				if t.Failed() {
+					childMu.Lock()
+					defer childMu.Unlock()
+					t.Logf("the child's output:\n%s", childOut.String())
+				}
+			})
+			select {
+			case <-holding:
+			case <-time.After(consumeAMQPTimeout / 2):
+				t.Fatalf("the child did not take m-1; queue %s: %d ready, dead letters: %d", queue, amqpQueueDepth(t, conn, queue), amqpQueueDepth(t, conn, queue+".dead"))
 			}
 			if amqpQueueDepth(t, conn, queue) != 0 {
 				t.Fatal("the message is ready while the child holds it")
