@@ -16,7 +16,8 @@ const inspectSynopsis = `inspect [-db idem.db | postgres://…] <scope> <key>
 
 <key> is the key as the client sent it in Idempotency-Key: bare (abc) or
 quoted ("abc"); quote it for the shell too ('"abc"'). The transfers
-service's scopes are "anonymous" and "bearer:<token>", and
+service's scopes are "anonymous" and "bearer:<digest>", where <digest> is
+the first 32 hex digits of the bearer token's SHA-256, and
 "inbox/transfers" for the messages of serve -consume (key: the message id,
 or sha256:<hex of the id> when the id is not a valid key), and "import" for
 the rows of idem import (key: <length of the batch id>/<batch id>/<row id>,
@@ -43,7 +44,7 @@ func (o *inspectOptions) flags(fs *flag.FlagSet) {
 
 func (o *inspectOptions) validate() error {
 	if len(o.args) != 2 {
-		return usageError{`inspect: want two arguments, <scope> and <key> (the transfers service's scopes are "anonymous" and "bearer:<token>")`}
+		return usageError{`inspect: want two arguments, <scope> and <key> (the transfers service's scopes are "anonymous" and "bearer:<digest of the token>")`}
 	}
 	o.scope = o.args[0]
 	var err error

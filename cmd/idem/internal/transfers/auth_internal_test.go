@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/idemkit/idem"
@@ -22,8 +23,9 @@ func TestAuthenticateSetsPrincipal(t *testing.T) {
 		scope     string
 		status    int
 	}{
-		{"Bearer alice", "bearer:alice", "bearer:alice", 200},
-		{"bearer  bob ", "bearer:bob", "bearer:bob", 200},
+		// "bearer:" and the first 32 hex digits of the token's SHA-256.
+		{"Bearer alice", "bearer:2bd806c97f0e00af1a1fc3328fa763a9", "bearer:2bd806c97f0e00af1a1fc3328fa763a9", 200},
+		{"bearer  bob ", "bearer:81b637d8fcd2c6da6359e6963113a117", "bearer:81b637d8fcd2c6da6359e6963113a117", 200},
 		{"", "", idem.AnonymousScope, 200},
 		{"Basic Zm9vOmJhcg==", "", "", 401},
 		{"Bearer ", "", "", 401},
@@ -54,5 +56,31 @@ func TestAuthenticateSetsPrincipal(t *testing.T) {
 			t.Errorf("Authorization %q: status %d, principal %q, scope %q, reached %v; want %d, %q, %q",
 				tt.header, w.Code, principal, sc, reached, tt.status, tt.principal, tt.scope)
 		}
+	}
+}
+
+// The principal of a bearer token never holds the token, is the same for
+// the same token, and differs between tokens, even tokens that differ
+// only in their last character or that are prefixes of each other.
+func TestBearerPrincipalIsADigest(t *testing.T) {
+	t.Parallel()
+	const secret = "sk_live_SECRET123"
+	tokens := []string{secret, secret + "4", secret[:len(secret)-1], secret[:len(secret)-1] + "4", "alice", "Alice"}
+	seen := make(map[string]string)
+	for _, token := range tokens {
+		p := bearerPrincipal(token)
+		if strings.Contains(p, token) {
+			t.Errorf("principal of %q is %q: it holds the token", token, p)
+		}
+		if len(p) != len("bearer:")+32 || !strings.HasPrefix(p, "bearer:") {
+			t.Errorf("principal of %q is %q, want bearer: and 32 hex digits", token, p)
+		}
+		if again := bearerPrincipal(token); again != p {
+			t.Errorf("principal of %q is %q, then %q", token, p, again)
+		}
+		if other, ok := seen[p]; ok {
+			t.Errorf("tokens %q and %q share the principal %q", other, token, p)
+		}
+		seen[p] = token
 	}
 }

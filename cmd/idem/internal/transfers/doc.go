@@ -32,10 +32,12 @@
 //
 // # Principals
 //
-// Authorization: Bearer <token> names the principal "bearer:<token>" (demo
-// authentication: the token is the principal's name), which the service
-// hands to the idempotency layer with idem.WithPrincipal; keys are
-// scoped per principal. A malformed Authorization header is refused with
+// Authorization: Bearer <token> names the principal "bearer:" and the
+// first 32 hex digits of the token's SHA-256 (demo authentication: any
+// token is a principal of its own), which the service hands to the
+// idempotency layer with idem.WithPrincipal; keys are scoped per
+// principal. The token itself is never stored or logged: records, stored
+// requests and log lines hold only its digest. A malformed Authorization header is refused with
 // 401. A request without the header is the anonymous principal, and all
 // anonymous requests share one scope: the demo allows them so that its
 // clients need no credentials, but a real service would refuse anonymous

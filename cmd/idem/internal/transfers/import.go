@@ -10,7 +10,7 @@ import (
 
 // ImportScope is the scope of the keys of imported rows (batch.Key of the
 // batch id and the row id). The service's HTTP scopes are "anonymous" and
-// "bearer:<token>", and its consumer's "inbox/transfers": no client's key
+// "bearer:<digest of the token>", and its consumer's "inbox/transfers": no client's key
 // can stand for an imported row's.
 const ImportScope = "import"
 

@@ -27,7 +27,7 @@ type payoutEnv struct {
 	leased *idem.Leased
 }
 
-const payer = "payer" // the bearer token, so the principal is "bearer:payer"
+const payer = "payer" // the bearer token, so the principal is transfers.BearerPrincipal(payer)
 
 // setupPayouts starts the service on b's store with payouts to a fake
 // provider (or to providerURL, when not empty), and accounts alice (1000)
@@ -111,7 +111,7 @@ func (e *payoutEnv) completePass() idem.CompleterReport {
 
 // chargeKey is the derived key a payout with the client key sends.
 func chargeKey(key string) string {
-	return idem.DerivedKey(idem.StoredScope("bearer:"+payer), key, "charge")
+	return idem.DerivedKey(idem.StoredScope(transfers.BearerPrincipal(payer)), key, "charge")
 }
 
 func decodePayout(t *testing.T, r response) transfers.Payout {
