@@ -22,6 +22,9 @@ type Database struct {
 	// hasMessageID counts the message_id column of transfers (0 or 1);
 	// addMessageID adds it to a ledger created before it existed.
 	hasMessageID, addMessageID string
+	// migrationLock, if not empty, is the first statement of the
+	// migration's transaction: it waits until no other migrates.
+	migrationLock string
 
 	pool    querier                                   // reads outside any transaction
 	begin   func(ctx context.Context) (txn, error)    // a transaction of our own
@@ -60,6 +63,10 @@ func SQLite(store *sqlitestore.Store) *Database {
 		schema:       sqliteSchema,
 		hasMessageID: `SELECT count(*) FROM pragma_table_info('transfers') WHERE name = 'message_id'`,
 		addMessageID: `ALTER TABLE transfers ADD COLUMN message_id TEXT`,
+		// No lock statement: the store begins every transaction with
+		// BEGIN IMMEDIATE (its _txlock), so the migration holds SQLite's
+		// write lock from its start, and another migration's BEGIN waits
+		// for it within the store's busy timeout.
 		// SQLite serialises writers (BEGIN IMMEDIATE): reading is enough.
 		lock: `SELECT count(*), coalesce(max(CASE WHEN id = $2 THEN balance END), 0) FROM accounts WHERE id IN ($1, $2)`,
 		pool: sqlQ{db},
@@ -94,6 +101,9 @@ func Postgres(store *pgstore.Store) *Database {
 		// 'transfers' resolves through search_path, as in every query.
 		hasMessageID: `SELECT count(*) FROM pg_attribute WHERE attrelid = 'transfers'::regclass AND attname = 'message_id' AND NOT attisdropped`,
 		addMessageID: `ALTER TABLE transfers ADD COLUMN IF NOT EXISTS message_id text`,
+		// Unlocked, two CREATE TABLE IF NOT EXISTS of one table race in
+		// the catalog, and one fails with a unique violation of pg_type.
+		migrationLock: fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, migrationLockID),
 		// Row locks in id order, so that A->B and B->A never deadlock.
 		lock: `SELECT count(*), coalesce(max(CASE WHEN id = $2 THEN balance END), 0)
 			FROM (SELECT id, balance FROM accounts WHERE id IN ($1, $2) ORDER BY id FOR UPDATE) locked`,
@@ -158,14 +168,50 @@ CREATE TABLE IF NOT EXISTS payouts (
 	op_key             TEXT
 );`
 
-// migrate brings a ledger to the current schema: it creates the tables if
-// needed (payouts included, on a ledger created before them), adds the
-// columns added since (migrateImport, migratePayoutOpKey), and adds
-// transfers.message_id to a ledger created before it existed (the column is NULL for the transfers made until then, which
-// came over HTTP). The ALTER runs only when the column is missing, so
-// that a restart does not queue for the table's exclusive lock behind
+// migrationLockID is the advisory lock that serialises the ledger's
+// migrations on PostgreSQL: "transfer" in ASCII, apart from pgstore's
+// migration lock ("idem-mig"), which its own migrations take.
+const migrationLockID int64 = 0x7472616e73666572
+
+// migrate brings a ledger to the current schema in one transaction, which
+// first takes the ledger's migration lock (Database.migrationLock), so
+// that replicas started together on a new database migrate one at a time
+// and the later ones find the tables made. migrateSteps says what it does.
+func (db *Database) migrate(ctx context.Context) (err error) {
+	tx, err := db.begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin the migration: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	if db.migrationLock != "" {
+		if _, err := tx.exec(ctx, db.migrationLock); err != nil {
+			return fmt.Errorf("take the migration lock: %w", err)
+		}
+	}
+	// The steps run on the transaction: a copy of db whose pool is tx.
+	in := *db
+	in.pool = tx
+	if err := in.migrateSteps(ctx); err != nil {
+		return err
+	}
+	if err := tx.commit(ctx); err != nil {
+		return fmt.Errorf("commit the migration: %w", err)
+	}
+	return nil
+}
+
+// migrateSteps creates the tables if needed (payouts included, on a ledger
+// created before them), adds the columns added since (migrateImport,
+// migratePayoutOpKey), and adds transfers.message_id to a ledger created
+// before it existed (the column is NULL for the transfers made until then,
+// which came over HTTP). The ALTER runs only when the column is missing,
+// so that a restart does not queue for the table's exclusive lock behind
 // running transfers.
-func (db *Database) migrate(ctx context.Context) error {
+func (db *Database) migrateSteps(ctx context.Context) error {
 	if _, err := db.pool.exec(ctx, db.schema); err != nil {
 		return fmt.Errorf("create schema: %w", err)
 	}
