@@ -37,7 +37,7 @@ func (s *Store) Claim(ctx context.Context, p *idem.ClaimParams) (*idem.Claim, er
 			Scope: p.Scope, Key: p.Key, Fingerprint: p.Fingerprint,
 			State: idem.StatePending, CreatedAt: p.Now, ExpiresAt: idem.PendingExpiresAt,
 			Token: token, LeaseUntil: p.Now.Add(p.Lease),
-			Kind: p.Kind, Input: slices.Clone(p.Input), Attempts: 1,
+			Kind: p.Kind, Input: slices.Clone(p.Input), TTL: p.TTL, Attempts: 1,
 		}
 		s.records[k] = rec
 		delete(s.steps, k)
