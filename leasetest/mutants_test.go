@@ -37,6 +37,11 @@ const (
 	stepsSortedByName mutation = "StepsSortedByName"
 	// Release leaves the lease as it was and drops the error.
 	releaseKeepsTheLease mutation = "ReleaseKeepsTheLease"
+	// Claim keeps no TTL: a store without the column.
+	claimDropsTheTTL mutation = "ClaimDropsTheTTL"
+	// A takeover answers the taker's TTL, not the record's: an upsert
+	// that sets the TTL whether it inserts or takes over.
+	takeoverTakesItsOwnTTL mutation = "TakeoverTakesItsOwnTTL"
 )
 
 // TestSuiteCatchesBrokenStores runs the suite against memstore broken one
@@ -55,6 +60,8 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{abandonedReturnsLiveLeases, []string{"AbandonedListsEndedLeasesLongestEndedFirst", "CompleterFinishesAbandonedWork"}},
 		{stepsSortedByName, []string{"EndedLeaseIsTakenOverWithAGreaterToken"}},
 		{releaseKeepsTheLease, []string{"ReleaseEndsTheLeaseAndKeepsSteps", "EngineResumesAfterAFailedAttempt"}},
+		{claimDropsTheTTL, []string{"NewClaimIsPendingWithALease", "ExpiredCompletedRecordIsReplaced", "ClaimKeepsTheCallsTTL", "CompleterCompletesWithTheCallsTTL"}},
+		{takeoverTakesItsOwnTTL, []string{"EndedLeaseIsTakenOverWithAGreaterToken", "ClaimKeepsTheCallsTTL", "CompleterCompletesWithTheCallsTTL"}},
 	} {
 		t.Run(string(tt.mutation), func(t *testing.T) {
 			t.Parallel()
@@ -108,6 +115,11 @@ func newMutant(m mutation) *mutant {
 }
 
 func (s *mutant) Claim(ctx context.Context, p *idem.ClaimParams) (*idem.Claim, error) {
+	if s.mut == claimDropsTheTTL {
+		q := *p
+		q.TTL = 0
+		p = &q
+	}
 	c, err := s.Store.Claim(ctx, p)
 	if err != nil {
 		return nil, err
@@ -132,6 +144,8 @@ func (s *mutant) Claim(ctx context.Context, p *idem.ClaimParams) (*idem.Claim, e
 		s.first[k] = c.Lease.Token
 	} else if s.mut == takeoverWithoutTokenBump {
 		c.Lease.Token, c.Record.Token = s.first[k], s.first[k]
+	} else if s.mut == takeoverTakesItsOwnTTL {
+		c.Record.TTL = p.TTL
 	}
 	if s.mut == stepsSortedByName {
 		slices.SortFunc(c.Steps, func(a, b idem.Step) int { return strings.Compare(a.Name, b.Name) })

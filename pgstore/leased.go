@@ -39,7 +39,7 @@ func (s *Store) Claim(ctx context.Context, p *idem.ClaimParams) (*idem.Claim, er
 			steps            []idem.Step
 		)
 		b := &pgx.Batch{}
-		b.Queue(s.leased.Claim, p.Scope, p.Key, p.Fingerprint, p.Kind, p.Input, p.Now, p.Now.Add(p.Lease), p.Now.UnixMicro()).
+		b.Queue(s.leased.Claim, p.Scope, p.Key, p.Fingerprint, p.Kind, p.Input, p.Now, p.Now.Add(p.Lease), p.Now.UnixMicro(), p.TTL.Microseconds()).
 			QueryRow(func(row pgx.Row) (err error) {
 				claimed, err = pgschema.ScanLeased(row)
 				return err

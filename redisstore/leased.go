@@ -29,6 +29,7 @@ func (s *Store) Claim(ctx context.Context, p *idem.ClaimParams) (*idem.Claim, er
 		return []any{
 			p.Fingerprint, p.Kind, p.Input, micros(p.Now), micros(p.Now.Add(p.Lease)),
 			indexed, epoch, p.Scope, p.Key, micros(idem.PendingExpiresAt), micros(p.Now),
+			strconv.FormatInt(p.TTL.Microseconds(), 10),
 		}
 	}
 	reply, err := s.run(ctx, "claim", claimScript, keys, true, args("0", 0)...)
