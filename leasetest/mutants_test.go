@@ -3,6 +3,7 @@ package leasetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -42,6 +43,8 @@ const (
 	// A takeover answers the taker's TTL, not the record's: an upsert
 	// that sets the TTL whether it inserts or takes over.
 	takeoverTakesItsOwnTTL mutation = "TakeoverTakesItsOwnTTL"
+	// A refused write's error quotes the scope and key.
+	fencedErrorQuotesTheKey mutation = "FencedErrorQuotesTheKey"
 )
 
 // TestSuiteCatchesBrokenStores runs the suite against memstore broken one
@@ -61,6 +64,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{stepsSortedByName, []string{"EndedLeaseIsTakenOverWithAGreaterToken"}},
 		{releaseKeepsTheLease, []string{"ReleaseEndsTheLeaseAndKeepsSteps", "EngineResumesAfterAFailedAttempt"}},
 		{claimDropsTheTTL, []string{"NewClaimIsPendingWithALease", "ExpiredCompletedRecordIsReplaced", "ClaimKeepsTheCallsTTL", "CompleterCompletesWithTheCallsTTL"}},
+		{fencedErrorQuotesTheKey, []string{"FencedErrorsNameNoScopeOrKey"}},
 		{takeoverTakesItsOwnTTL, []string{"EndedLeaseIsTakenOverWithAGreaterToken", "ClaimKeepsTheCallsTTL", "CompleterCompletesWithTheCallsTTL"}},
 	} {
 		t.Run(string(tt.mutation), func(t *testing.T) {
@@ -168,10 +172,19 @@ func (s *mutant) lease(l idem.Lease, unfenced bool) idem.Lease {
 	return l
 }
 
+// quote adds l's scope and key to a fenced error, as a store that names the
+// record in its errors would.
+func (s *mutant) quote(l idem.Lease, err error) error {
+	if s.mut == fencedErrorQuotesTheKey && errors.Is(err, idem.ErrFenced) {
+		return fmt.Errorf("(%q, %q): %w", l.Scope, l.Key, err)
+	}
+	return err
+}
+
 func (s *mutant) Heartbeat(ctx context.Context, p *idem.HeartbeatParams) error {
 	q := *p
 	q.Lease = s.lease(p.Lease, s.mut == heartbeatNotFenced)
-	return s.Store.Heartbeat(ctx, &q)
+	return s.quote(p.Lease, s.Store.Heartbeat(ctx, &q))
 }
 
 func (s *mutant) SaveStep(ctx context.Context, p *idem.SaveStepParams) error {

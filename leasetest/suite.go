@@ -81,6 +81,11 @@ var suite = conformance.Suite[*Harness]{
 			Run:  writesOnACompletedRecordAreRefused,
 		},
 		{
+			Name: "FencedErrorsNameNoScopeOrKey",
+			Rule: "the error of a refused write (ErrFenced) names neither the record's scope nor its key, which may hold a principal derived from a credential and which the completer and the transports would log; name them by idem.KeyHash (docs/DESIGN.md L2, L5)",
+			Run:  fencedErrorsNameNoScopeOrKey,
+		},
+		{
 			Name: "HeartbeatExtendsTheLease",
 			Rule: "a heartbeat of the current holder sets LeaseUntil = Now + Duration, and the record cannot be taken over before that (docs/DESIGN.md L1)",
 			Run:  heartbeatExtendsTheLease,

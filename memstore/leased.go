@@ -164,7 +164,7 @@ func (s *Store) BeginStep(ctx context.Context, p *idem.BeginStepParams) (idem.St
 		return nil, err
 	}
 	if s.locks[k] {
-		return nil, fmt.Errorf("memstore: BeginStep: a step of %q is already open", p.Lease.Key)
+		return nil, fmt.Errorf("memstore: BeginStep: a step of key_sha256 %s is already open", idem.KeyHash(p.Lease.Key))
 	}
 	s.locks[k] = true
 	return &stepTx{Tx: &Tx{store: s, key: k, staged: make(map[string]string)}, lease: p.Lease, name: p.Name}, nil

@@ -62,7 +62,7 @@ func (s *Store) Claim(ctx context.Context, p *idem.ClaimParams) (*idem.Claim, er
 		return nil, err
 	}
 	if needIndex {
-		return nil, fmt.Errorf("redisstore: claim of %q: the script asked for the index again", p.Key)
+		return nil, fmt.Errorf("redisstore: claim of key_sha256 %s: the script asked for the index again", idem.KeyHash(p.Key))
 	}
 	s.settle(ctx, m, version{epoch: e}, st)
 	return c, nil
@@ -163,7 +163,7 @@ func (s *Store) fencedWrite(ctx context.Context, op string, sc *redis.Script, l 
 	case string:
 		switch r {
 		case "fenced":
-			return fmt.Errorf("redisstore: %s of %q (token %d): %w", op, l.Key, l.Token, idem.ErrFenced)
+			return fmt.Errorf("redisstore: %s of key_sha256 %s (token %d): %w", op, idem.KeyHash(l.Key), l.Token, idem.ErrFenced)
 		case "ok":
 			return nil
 		}
