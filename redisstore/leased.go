@@ -25,14 +25,7 @@ func (s *Store) Claim(ctx context.Context, p *idem.ClaimParams) (*idem.Claim, er
 	}
 	m := s.member(p.Scope, p.Key)
 	keys := recordKeys(m)
-	args := func(indexed string, epoch int64) []any {
-		return []any{
-			p.Fingerprint, p.Kind, p.Input, micros(p.Now), micros(p.Now.Add(p.Lease)),
-			indexed, epoch, p.Scope, p.Key, micros(idem.PendingExpiresAt), micros(p.Now),
-			strconv.FormatInt(p.TTL.Microseconds(), 10),
-		}
-	}
-	reply, err := s.run(ctx, "claim", claimScript, keys, true, args("0", 0)...)
+	reply, err := s.run(ctx, "claim", claimScript, keys, true, claimArgs(p, "0", 0)...)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +48,7 @@ func (s *Store) Claim(ctx context.Context, p *idem.ClaimParams) (*idem.Claim, er
 	if !ok {
 		return nil, fmt.Errorf("redisstore: claim: the reservation answered %v", epoch)
 	}
-	if reply, err = s.run(ctx, "claim", claimScript, keys, true, args("1", e)...); err != nil {
+	if reply, err = s.run(ctx, "claim", claimScript, keys, true, claimArgs(p, "1", e)...); err != nil {
 		return nil, err
 	}
 	if c, st, needIndex, err = decodeClaim(reply); err != nil {
@@ -66,6 +59,15 @@ func (s *Store) Claim(ctx context.Context, p *idem.ClaimParams) (*idem.Claim, er
 	}
 	s.settle(ctx, m, version{epoch: e}, st)
 	return c, nil
+}
+
+// claimArgs are the claim script's ARGV for p (see claimScript).
+func claimArgs(p *idem.ClaimParams, indexed string, epoch int64) []any {
+	return []any{
+		p.Fingerprint, p.Kind, p.Input, micros(p.Now), micros(p.Now.Add(p.Lease)),
+		indexed, epoch, p.Scope, p.Key, micros(idem.PendingExpiresAt), micros(p.Now),
+		strconv.FormatInt(p.TTL.Microseconds(), 10),
+	}
 }
 
 // decodeClaim decodes the claim script's answer.
