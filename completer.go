@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -31,7 +33,11 @@ type CompleterConfig struct {
 	// minutes.
 	ReportAfter time.Duration
 	// Logger receives a line per failed attempt and per record reported.
-	// Defaults to slog.Default().
+	// A line names its record by scope_sha256 and key_sha256, the KeyHash
+	// of its stored scope and of its key (key_sha256 is what idemhttp's
+	// lines and idemotel's spans carry), never by the scope or key, which
+	// may hold a principal derived from a credential; the error it carries
+	// has them replaced by those digests too. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Observe, if set, is called once per record a pass handles (for
 	// metrics). It must be safe for concurrent use.
@@ -49,6 +55,8 @@ const (
 
 // CompleterEvent describes what a pass did with one abandoned record.
 type CompleterEvent struct {
+	// Scope (stored form) and Key are the record's, as they are: an
+	// Observe that logs or labels metrics must use KeyHash of them.
 	Scope, Key, Kind string
 	// Attempt is the record's attempt count after this pass's claim.
 	Attempt  int
@@ -75,6 +83,11 @@ type CompleterReport struct {
 // tried again; the work decides which failures are final (it then returns
 // a result, after a compensating step where one is needed), so an unknown
 // outcome is retried and never compensated by the completer.
+//
+// A completed record expires after the TTL its call was claimed with
+// (Record.TTL), not LeasedConfig.TTL, which applies only to a record that
+// carries none. Its log lines carry digests of scopes and keys, never the
+// values (see CompleterConfig.Logger).
 type Completer struct {
 	leased *Leased
 	cfg    CompleterConfig
@@ -209,11 +222,11 @@ func (c *Completer) handle(ctx context.Context, rec *Record) (ev CompleterEvent)
 	now := l.cfg.Now()
 	claim, err := l.store.Claim(ctx, &ClaimParams{
 		Scope: rec.Scope, Key: rec.Key, Fingerprint: rec.Fingerprint,
-		Kind: rec.Kind, Input: rec.Input, Now: now, Lease: l.cfg.Lease,
+		Kind: rec.Kind, Input: rec.Input, TTL: recordTTL(rec, l.cfg.TTL), Now: now, Lease: l.cfg.Lease,
 	})
 	if err != nil {
 		ev.Outcome, ev.Err = CompleterUnavailable, err
-		c.cfg.Logger.Warn("idem: completer could not claim a record", "scope", rec.Scope, "key", rec.Key, "err", err)
+		c.cfg.Logger.Warn("idem: completer could not claim a record", append(logAttrs(rec), "err", redactedError(err, rec))...)
 		return ev
 	}
 	if !claim.Claimed {
@@ -227,21 +240,48 @@ func (c *Completer) handle(ctx context.Context, rec *Record) (ev CompleterEvent)
 		ev.Err = fmt.Errorf("idem: no work is registered for kind %q", rec.Kind)
 		l.release(ctx, claim, ev.Err.Error(), c.cfg.MaxBackoff)
 	} else {
-		_, err = l.execute(ctx, claim, l.cfg.TTL, work, c.backoff(claim.Record.Attempts), false)
+		_, err = l.execute(ctx, claim, recordTTL(claim.Record, l.cfg.TTL), work, c.backoff(claim.Record.Attempts), false)
 		if err == nil {
 			ev.Outcome = CompleterCompleted
-			c.cfg.Logger.Info("idem: completer finished abandoned work", "scope", rec.Scope, "key", rec.Key, "kind", rec.Kind, "attempt", ev.Attempt)
+			c.cfg.Logger.Info("idem: completer finished abandoned work", append(logAttrs(rec), "attempt", ev.Attempt)...)
 			return ev
 		}
 		ev.Outcome, ev.Err = CompleterFailed, err
 	}
 	ev.Stuck = now.Sub(claim.Record.CreatedAt) >= c.cfg.ReportAfter
-	attrs := []any{"scope", rec.Scope, "key", rec.Key, "kind", rec.Kind, "attempt", ev.Attempt,
-		"pending_for", now.Sub(claim.Record.CreatedAt).Round(time.Second).String(), "err", ev.Err}
+	attrs := append(logAttrs(rec), "attempt", ev.Attempt,
+		"pending_for", now.Sub(claim.Record.CreatedAt).Round(time.Second).String(), "err", redactedError(ev.Err, rec))
 	if ev.Stuck {
 		c.cfg.Logger.Error("idem: leased work still pending past its report time; it needs a human", attrs...)
 	} else {
 		c.cfg.Logger.Warn("idem: completer attempt failed; will retry", attrs...)
 	}
 	return ev
+}
+
+// logAttrs name rec in a log line by digests (see CompleterConfig.Logger).
+func logAttrs(rec *Record) []any {
+	return []any{"scope_sha256", KeyHash(rec.Scope), "key_sha256", KeyHash(rec.Key), "kind", rec.Kind}
+}
+
+// redactMin is the shortest scope or key that redactedError replaces where
+// it is not quoted: a shorter one would also match ordinary words.
+const redactMin = 8
+
+// redactedError is err's text with rec's scope and key replaced by their
+// digests: where quoted (as stores quote them in their errors), and as
+// they are when at least redactMin bytes long.
+func redactedError(err error, rec *Record) string {
+	msg := err.Error()
+	for _, v := range []struct{ name, value string }{{"scope", rec.Scope}, {"key", rec.Key}} {
+		if v.value == "" {
+			continue
+		}
+		digest := v.name + "_sha256:" + KeyHash(v.value)
+		msg = strings.ReplaceAll(msg, strconv.Quote(v.value), digest)
+		if len(v.value) >= redactMin {
+			msg = strings.ReplaceAll(msg, v.value, digest)
+		}
+	}
+	return msg
 }

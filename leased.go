@@ -22,7 +22,10 @@ type LeasedConfig struct {
 	Heartbeat time.Duration
 
 	// TTL is how long a completed record is kept and replayed. A
-	// LeasedRequest may override it. Defaults to 24 hours.
+	// LeasedRequest may override it. The TTL of a call is written on its
+	// record when it is first claimed and kept by whoever completes it (a
+	// retry that takes it over, a Completer); this one applies to a
+	// record that carries none. Defaults to 24 hours.
 	TTL time.Duration
 
 	// Now returns the current time. Defaults to time.Now.
@@ -88,7 +91,10 @@ type LeasedRequest struct {
 	Scope       string
 	Key         string
 	Fingerprint string
-	// TTL overrides LeasedConfig.TTL for this call when positive.
+	// TTL overrides LeasedConfig.TTL for this call when positive. It is
+	// written on the record at its first claim (Record.TTL): a takeover
+	// by a retry or a Completer completes the record with it, whatever
+	// their own TTL.
 	TTL time.Duration
 	// Kind names the work registered with Leased.Register that a completer
 	// runs to finish this call if it is abandoned; Input is what that work
@@ -190,10 +196,14 @@ func (l *Leased) Do(ctx context.Context, req LeasedRequest, work LeasedWork) (Re
 	}
 	req.Scope = StoredScope(req.Scope)
 	req.Fingerprint = storedFingerprint(req.Fingerprint)
+	ttl := l.cfg.TTL
+	if req.TTL > 0 {
+		ttl = req.TTL
+	}
 	now := l.cfg.Now()
 	claim, err := l.store.Claim(ctx, &ClaimParams{
 		Scope: req.Scope, Key: req.Key, Fingerprint: req.Fingerprint,
-		Kind: req.Kind, Input: req.Input, Now: now, Lease: l.cfg.Lease,
+		Kind: req.Kind, Input: req.Input, TTL: ttl, Now: now, Lease: l.cfg.Lease,
 	})
 	if err != nil {
 		return Result{}, false, unavailable("claim", err)
@@ -201,12 +211,18 @@ func (l *Leased) Do(ctx context.Context, req LeasedRequest, work LeasedWork) (Re
 	if !claim.Claimed {
 		return l.answer(claim.Record, req.Fingerprint, now)
 	}
-	ttl := l.cfg.TTL
-	if req.TTL > 0 {
-		ttl = req.TTL
-	}
-	res, err := l.execute(ctx, claim, ttl, work, 0, true)
+	res, err := l.execute(ctx, claim, recordTTL(claim.Record, ttl), work, 0, true)
 	return res, false, err
+}
+
+// recordTTL is the TTL a claimed record completes with: the one its first
+// claim wrote, so that a takeover or a completer keeps the call's TTL, or
+// fallback for a record that has none (claimed before stores kept it).
+func recordTTL(rec *Record, fallback time.Duration) time.Duration {
+	if rec.TTL > 0 {
+		return rec.TTL
+	}
+	return fallback
 }
 
 // answer answers a call that found the key held or completed.

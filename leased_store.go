@@ -32,12 +32,13 @@ type LeasedStore interface {
 	//
 	//   - no record, or a completed record that has expired at p.Now: a
 	//     new pending record is written (replacing the old one and its
-	//     steps) with Attempts 1 and a token greater than any the key had
-	//     before, even if the old record was deleted (stores use
-	//     p.Now.UnixMicro(), or the old token plus one if that is larger);
+	//     steps) with Attempts 1, TTL p.TTL and a token greater than any
+	//     the key had before, even if the old record was deleted (stores
+	//     use p.Now.UnixMicro(), or the old token plus one if that is
+	//     larger);
 	//   - a pending record whose lease has ended (LeaseUntil <= p.Now) and
 	//     whose fingerprint is p.Fingerprint: it is taken over, its token
-	//     plus one, Attempts plus one;
+	//     plus one, Attempts plus one, keeping its TTL (not p.TTL);
 	//   - anything else (a live completed record, a pending record under a
 	//     live lease, or with another fingerprint) is returned unclaimed.
 	//
@@ -125,7 +126,11 @@ type ClaimParams struct {
 	// Kind and Input are written on a new record (see Record.Kind).
 	Kind  string
 	Input []byte
-	Now   time.Time
+	// TTL is written on a new record (see Record.TTL): how long it is kept
+	// once completed, whoever completes it. A takeover keeps the record's
+	// own. Stores keep it to the microsecond at least.
+	TTL time.Duration
+	Now time.Time
 	// Lease is the length of the lease; it must be positive.
 	Lease time.Duration
 }

@@ -67,6 +67,12 @@ type Record struct {
 	// record, and Input is what that work needs (opaque bytes).
 	Kind  string
 	Input []byte
+	// TTL is how long the record is kept once completed, as the call that
+	// first claimed it asked (ClaimParams.TTL): whoever completes it (that
+	// call, a takeover by a retry, a Completer) keeps it that long. Zero
+	// means unknown (a record claimed before stores kept it): the engine
+	// that completes it uses its own default.
+	TTL time.Duration
 	// Attempts counts the claims of the record, the first included.
 	Attempts int
 	// LastError is the error of the last attempt that released the record

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
 )
 
@@ -308,7 +309,14 @@ func (c *Client) resolve(ctx context.Context, in *Intent, status int) {
 	}
 	err := j.MarkResolved(context.WithoutCancel(ctx), &MarkResolvedParams{Key: in.Key, Status: status, Now: c.cfg.Now()})
 	if err != nil {
+		// The key by its digest, as idemhttp's lines carry it, also inside
+		// the journal's error.
+		h := idem.KeyHash(in.Key)
+		msg := err.Error()
+		if in.Key != "" {
+			msg = strings.ReplaceAll(msg, in.Key, "key_sha256:"+h)
+		}
 		c.cfg.Logger.WarnContext(ctx, "idemclient: could not mark intent resolved; it stays pending and a resume will fetch its recorded answer",
-			"key", in.Key, "status", status, "err", err)
+			"key_sha256", h, "status", status, "err", msg)
 	}
 }

@@ -115,8 +115,9 @@ type Config struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 
 	// Logger receives journal failures that do not change the answer
-	// (a failed MarkResolved leaves the intent pending, which is safe).
-	// Defaults to slog.Default().
+	// (a failed MarkResolved leaves the intent pending, which is safe). A
+	// line names the intent by key_sha256 (idem.KeyHash of its key, as
+	// idemhttp's lines do), never by its key. Defaults to slog.Default().
 	Logger *slog.Logger
 }
 

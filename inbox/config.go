@@ -35,7 +35,11 @@ type Config struct {
 
 	// Logger receives one line per message: at Debug for Applied and
 	// Duplicate, Info for Refused and Retry, Error for DeadLetter and for
-	// a handler that panicked. Defaults to none.
+	// a handler that panicked. A line names the message by key_sha256,
+	// idem.KeyHash of its key (Key of its id), never by its id, which may
+	// be a client's idempotency key; the error it carries has the id
+	// replaced by that digest. Event.MessageID has the id as it is.
+	// Defaults to none.
 	Logger *slog.Logger
 
 	// Observer is told the outcome of every message, for metrics. It is

@@ -215,11 +215,11 @@ func (ib *Inbox) observe(ctx context.Context, m *Message, o Outcome, err error, 
 		attrs := []slog.Attr{
 			slog.String("consumer", ib.cfg.Name),
 			slog.String("outcome", string(o)),
-			slog.String("message_id", m.ID),
+			slog.String("key_sha256", idem.KeyHash(Key(m.ID))),
 			slog.Int("attempt", m.Attempt),
 		}
 		if err != nil {
-			attrs = append(attrs, slog.String("err", err.Error()))
+			attrs = append(attrs, slog.String("err", redact(err.Error(), m.ID)))
 		}
 		if pe != nil {
 			attrs = append(attrs, slog.String("stack", string(pe.stack)))

@@ -33,3 +33,12 @@ func fingerprint(body []byte) string {
 	sum := sha256.Sum256(body)
 	return "inbox-v1:" + strconv.Itoa(len(body)) + ":" + hex.EncodeToString(sum[:])
 }
+
+// redact returns msg with the message id replaced by the digest that log
+// lines name the message by (key_sha256, see Config.Logger).
+func redact(msg, id string) string {
+	if id == "" {
+		return msg
+	}
+	return strings.ReplaceAll(msg, id, "key_sha256:"+idem.KeyHash(Key(id)))
+}

@@ -20,7 +20,7 @@ func newClaimIsPendingWithALease(t testing.TB, h *Harness) {
 		Scope: scope, Key: "k", Fingerprint: "fp", State: idem.StatePending,
 		CreatedAt: now, ExpiresAt: idem.PendingExpiresAt,
 		Token: c.Record.Token, LeaseUntil: now.Add(lease),
-		Kind: kind, Input: input("k"), Attempts: 1,
+		Kind: kind, Input: input("k"), TTL: callTTL, Attempts: 1,
 	}
 	sameRecord(t, "the new claim's record", c.Record, want)
 	if c.Record.Token < now.UnixMicro() {
@@ -57,7 +57,7 @@ func endedLeaseIsTakenOverWithAGreaterToken(t testing.TB, h *Harness) {
 	at := first.Record.LeaseUntil // a lease has ended at its LeaseUntil
 	for attempt := 2; attempt <= 3; attempt++ {
 		p := claimParams("k", "fp", at)
-		p.Kind, p.Input = "other-kind", []byte("other input") // kept only on a new record
+		p.Kind, p.Input, p.TTL = "other-kind", []byte("other input"), time.Hour // kept only on a new record
 		c := e.claim(t, p)
 		if !c.Claimed {
 			t.Fatalf("attempt %d: a claim at the end of the lease (%v) was not claimed: %s", attempt, at, describe(c.Record))
@@ -137,7 +137,7 @@ func expiredCompletedRecordIsReplaced(t testing.TB, h *Harness) {
 
 	at := now.Add(time.Hour) // a record has expired at its ExpiresAt
 	p := claimParams("k", "new-fp", at)
-	p.Kind, p.Input = "new-kind", []byte("new input")
+	p.Kind, p.Input, p.TTL = "new-kind", []byte("new input"), 2*time.Hour
 	c := e.claim(t, p)
 	if !c.Claimed {
 		t.Fatalf("a claim of an expired completed record was not claimed: %s", describe(c.Record))
@@ -148,7 +148,7 @@ func expiredCompletedRecordIsReplaced(t testing.TB, h *Harness) {
 	want := &idem.Record{
 		Scope: scope, Key: "k", Fingerprint: "new-fp", State: idem.StatePending,
 		CreatedAt: at, ExpiresAt: idem.PendingExpiresAt, Token: c.Record.Token, LeaseUntil: at.Add(lease),
-		Kind: "new-kind", Input: []byte("new input"), Attempts: 1,
+		Kind: "new-kind", Input: []byte("new input"), TTL: 2 * time.Hour, Attempts: 1,
 	}
 	sameRecord(t, "the record that replaced the expired one", c.Record, want)
 	sameSteps(t, "the steps of the new record", c.Steps, nil)
@@ -256,5 +256,47 @@ func concurrentTakeoversClaimOnce(t testing.TB, h *Harness) {
 		if c.Claimed && (c.Record.Attempts != 2 || c.Record.Token <= first.Record.Token) {
 			t.Errorf("the takeover: attempts %d, token %d; want 2 and above %d", c.Record.Attempts, c.Record.Token, first.Record.Token)
 		}
+	}
+}
+
+func claimKeepsTheCallsTTL(t testing.TB, h *Harness) {
+	e := setup(t, h)
+	now := e.clock.Now()
+	first := e.mustClaim(t, "k", "fp", now)
+	if first.Record.TTL != callTTL {
+		t.Errorf("a new claim's record: TTL %s, want the claim's %s", first.Record.TTL, callTTL)
+	}
+	if got := e.peek(t, "k", now).TTL; got != callTTL {
+		t.Errorf("the stored pending record: TTL %s, want %s", got, callTTL)
+	}
+	abandonedAt := first.Record.LeaseUntil
+	got, err := e.store.Abandoned(context.Background(), &idem.AbandonedParams{Now: abandonedAt, Limit: 10})
+	if err != nil || len(got) != 1 || got[0].TTL != callTTL {
+		t.Errorf("Abandoned at the end of the lease = %d records (%v), want the record with TTL %s", len(got), err, callTTL)
+	}
+	// A takeover with another TTL keeps the record's, and so does one
+	// after a release.
+	p := claimParams("k", "fp", abandonedAt)
+	p.TTL = time.Hour
+	second := e.claim(t, p)
+	if !second.Claimed || second.Record.TTL != callTTL {
+		t.Fatalf("takeover with TTL %s: claimed %v, record %s; want claimed, keeping TTL %s", p.TTL, second.Claimed, describe(second.Record), callTTL)
+	}
+	if err := e.store.Release(context.Background(), &idem.ReleaseParams{Lease: second.Lease, Now: abandonedAt, RetryAt: abandonedAt, Error: "down"}); err != nil {
+		t.Fatalf("Release of the current holder: %v", err)
+	}
+	third := e.claim(t, p)
+	if !third.Claimed || third.Record.TTL != callTTL {
+		t.Fatalf("takeover after a release: claimed %v, record %s; want claimed, keeping TTL %s", third.Claimed, describe(third.Record), callTTL)
+	}
+	// A completed record that expired is replaced with the new claim's.
+	e.complete(t, third.Lease, testResult(), abandonedAt, abandonedAt.Add(time.Minute))
+	if got := e.peek(t, "k", abandonedAt).TTL; got != callTTL {
+		t.Errorf("the completed record: TTL %s, want %s", got, callTTL)
+	}
+	p = claimParams("k", "fp", abandonedAt.Add(time.Minute))
+	p.TTL = 2 * time.Hour
+	if c := e.claim(t, p); !c.Claimed || c.Record.TTL != p.TTL {
+		t.Errorf("claim replacing the expired record: claimed %v, record %s; want claimed with the new claim's TTL %s", c.Claimed, describe(c.Record), p.TTL)
 	}
 }

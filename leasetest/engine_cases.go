@@ -461,3 +461,57 @@ func completerFinishesAbandonedWork(t testing.TB, h *Harness) {
 		t.Errorf("a second pass: %+v, %v; want nothing left", rep, err)
 	}
 }
+
+func completerCompletesWithTheCallsTTL(t testing.TB, h *Harness) {
+	// The engine's TTL is the 24-hour default; each call asks for a week.
+	e := setup(t, h)
+	l := e.leased(t)
+	runs := &conformance.Counter{}
+	work := func(context.Context, *idem.Run) (idem.Result, error) {
+		if runs.Add() == 1 {
+			return idem.Result{}, errors.New("the client's attempt fails")
+		}
+		return idem.Result{Status: 201, Body: []byte("done")}, nil
+	}
+	if err := l.Register(kind, work); err != nil {
+		t.Fatal(err)
+	}
+	req := leasedReq("k", "fp")
+	req.TTL = callTTL
+	if _, _, err := l.Do(context.Background(), req, work); err == nil {
+		t.Fatal("the first attempt succeeded; it was meant to fail")
+	}
+	c, err := idem.NewCompleter(l, &idem.CompleterConfig{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := c.RunOnce(context.Background()); err != nil || rep.Completed != 1 {
+		t.Fatalf("RunOnce = %+v, %v; want the abandoned record completed", rep, err)
+	}
+	if rec := e.peek(t, "k", e.clock.Now()); rec.State != idem.StateCompleted || !rec.ExpiresAt.Equal(e.clock.Now().Add(callTTL)) {
+		t.Errorf("the record the completer finished: %s; want completed, expiring at %v (completion + the call's TTL %s, not the engine's)",
+			describe(rec), e.clock.Now().Add(callTTL), callTTL)
+	}
+	e.clock.Advance(48 * time.Hour) // past the engine's TTL, within the call's
+	if res, replayed, err := l.Do(context.Background(), req, work); err != nil || !replayed || string(res.Body) != "done" {
+		t.Errorf("a retry 48 h later: body %q, replayed %v, err %v; want the completer's result replayed", res.Body, replayed, err)
+	}
+	if n := runs.Get(); n != 2 {
+		t.Errorf("the work ran %d times, want 2 (the failed attempt and the completer's)", n)
+	}
+
+	// A retry without a TTL of its own that takes the call over completes
+	// it with the call's TTL too.
+	runs = &conformance.Counter{}
+	req = leasedReq("t", "fp")
+	req.TTL = callTTL
+	if _, _, err := l.Do(context.Background(), req, work); err == nil {
+		t.Fatal("the first attempt of t succeeded; it was meant to fail")
+	}
+	if _, replayed, err := l.Do(context.Background(), leasedReq("t", "fp"), work); err != nil || replayed {
+		t.Fatalf("the retry that takes t over: replayed %v, err %v; want an execution", replayed, err)
+	}
+	if rec := e.peek(t, "t", e.clock.Now()); rec.State != idem.StateCompleted || !rec.ExpiresAt.Equal(e.clock.Now().Add(callTTL)) {
+		t.Errorf("the record a takeover finished: %s; want completed, expiring at %v (the call's TTL %s)", describe(rec), e.clock.Now().Add(callTTL), callTTL)
+	}
+}

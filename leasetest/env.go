@@ -32,6 +32,9 @@ const (
 	lease = time.Minute
 	// kind is the Kind of the store-level claims.
 	kind = "leasetest"
+	// callTTL is the TTL of the store-level claims and of the calls whose
+	// TTL a case checks: a week, unlike any engine default.
+	callTTL = 7 * 24 * time.Hour
 	// peekFingerprint is a fingerprint no case claims with: a Claim with
 	// it never takes a record over, so it reads the record unchanged.
 	peekFingerprint = "leasetest-peek"
@@ -92,7 +95,7 @@ func input(key string) []byte { return []byte("input of " + key) }
 func claimParams(key, fingerprint string, now time.Time) *idem.ClaimParams {
 	return &idem.ClaimParams{
 		Scope: scope, Key: key, Fingerprint: fingerprint,
-		Kind: kind, Input: input(key), Now: now, Lease: lease,
+		Kind: kind, Input: input(key), TTL: callTTL, Now: now, Lease: lease,
 	}
 }
 
@@ -247,8 +250,8 @@ func describe(r *idem.Record) string {
 	if r == nil {
 		return "<nil>"
 	}
-	return fmt.Sprintf("{fingerprint %q, state %q, token %d, lease until %v, attempts %d, kind %q, input %q, last error %q, created %v, expires %v, result %d %v %q}",
-		r.Fingerprint, r.State, r.Token, r.LeaseUntil, r.Attempts, r.Kind, r.Input, r.LastError, r.CreatedAt, r.ExpiresAt,
+	return fmt.Sprintf("{fingerprint %q, state %q, token %d, lease until %v, attempts %d, kind %q, input %q, last error %q, ttl %v, created %v, expires %v, result %d %v %q}",
+		r.Fingerprint, r.State, r.Token, r.LeaseUntil, r.Attempts, r.Kind, r.Input, r.LastError, r.TTL, r.CreatedAt, r.ExpiresAt,
 		r.Result.Status, r.Result.Header, r.Result.Body)
 }
 
@@ -280,6 +283,9 @@ func sameRecord(t testing.TB, what string, got, want *idem.Record) {
 	}
 	if got.LastError != want.LastError {
 		add("LastError", got.LastError, want.LastError)
+	}
+	if got.TTL != want.TTL {
+		add("TTL", got.TTL, want.TTL)
 	}
 	if !got.CreatedAt.Equal(want.CreatedAt) {
 		add("CreatedAt", got.CreatedAt, want.CreatedAt)

@@ -3,6 +3,7 @@ package leasetest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,5 +119,36 @@ func releaseEndsTheLeaseAndKeepsSteps(t testing.TB, h *Harness) {
 	again := e.mustClaim(t, "k", "fp", retryAt)
 	if again.Record.Attempts != 3 {
 		t.Errorf("attempts = %d after a claim at RetryAt, want 3", again.Record.Attempts)
+	}
+}
+
+func fencedErrorsNameNoScopeOrKey(t testing.TB, h *Harness) {
+	// A scope may hold a principal derived from a credential, and callers
+	// log these errors (the completer, the transports): a refused write's
+	// error names neither the scope nor the key.
+	const (
+		secretScope = "tenant:sk_live_SCOPESECRET"
+		secretKey   = "key-sk_live_KEYSECRET-0001"
+	)
+	e := setup(t, h)
+	now := e.clock.Now()
+	p := claimParams(secretKey, "fp", now)
+	p.Scope = secretScope
+	stale := e.claim(t, p)
+	if !stale.Claimed {
+		t.Fatalf("claim of a new key: not claimed, %s", describe(stale.Record))
+	}
+	p.Now = stale.Record.LeaseUntil
+	if c := e.claim(t, p); !c.Claimed {
+		t.Fatalf("takeover at the end of the lease: not claimed, %s", describe(c.Record))
+	}
+	for _, w := range e.holderWrites() {
+		err := w.write(context.Background(), stale.Lease, p.Now)
+		switch {
+		case !errors.Is(err, idem.ErrFenced):
+			t.Errorf("%s of the stale holder: err = %v, want ErrFenced", w.name, err)
+		case strings.Contains(err.Error(), "SECRET"):
+			t.Errorf("%s of the stale holder: err = %q names the scope or the key; name them by idem.KeyHash", w.name, err)
+		}
 	}
 }

@@ -135,7 +135,7 @@ func (s *fileStore) Claim(_ context.Context, p *idem.ClaimParams) (*idem.Claim, 
 			rec := idem.Record{
 				Scope: p.Scope, Key: p.Key, Fingerprint: p.Fingerprint, State: idem.StatePending,
 				CreatedAt: p.Now, ExpiresAt: idem.PendingExpiresAt, Token: max(p.Now.UnixMicro(), old.Token+1),
-				LeaseUntil: p.Now.Add(p.Lease), Kind: p.Kind, Input: slices.Clone(p.Input), Attempts: 1,
+				LeaseUntil: p.Now.Add(p.Lease), Kind: p.Kind, Input: slices.Clone(p.Input), TTL: p.TTL, Attempts: 1,
 			}
 			st.Records[k] = rec
 			delete(st.Steps, k)

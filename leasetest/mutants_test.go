@@ -3,6 +3,7 @@ package leasetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -37,6 +38,13 @@ const (
 	stepsSortedByName mutation = "StepsSortedByName"
 	// Release leaves the lease as it was and drops the error.
 	releaseKeepsTheLease mutation = "ReleaseKeepsTheLease"
+	// Claim keeps no TTL: a store without the column.
+	claimDropsTheTTL mutation = "ClaimDropsTheTTL"
+	// A takeover answers the taker's TTL, not the record's: an upsert
+	// that sets the TTL whether it inserts or takes over.
+	takeoverTakesItsOwnTTL mutation = "TakeoverTakesItsOwnTTL"
+	// A refused write's error quotes the scope and key.
+	fencedErrorQuotesTheKey mutation = "FencedErrorQuotesTheKey"
 )
 
 // TestSuiteCatchesBrokenStores runs the suite against memstore broken one
@@ -55,6 +63,9 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{abandonedReturnsLiveLeases, []string{"AbandonedListsEndedLeasesLongestEndedFirst", "CompleterFinishesAbandonedWork"}},
 		{stepsSortedByName, []string{"EndedLeaseIsTakenOverWithAGreaterToken"}},
 		{releaseKeepsTheLease, []string{"ReleaseEndsTheLeaseAndKeepsSteps", "EngineResumesAfterAFailedAttempt"}},
+		{claimDropsTheTTL, []string{"NewClaimIsPendingWithALease", "ExpiredCompletedRecordIsReplaced", "ClaimKeepsTheCallsTTL", "CompleterCompletesWithTheCallsTTL"}},
+		{fencedErrorQuotesTheKey, []string{"FencedErrorsNameNoScopeOrKey"}},
+		{takeoverTakesItsOwnTTL, []string{"EndedLeaseIsTakenOverWithAGreaterToken", "ClaimKeepsTheCallsTTL", "CompleterCompletesWithTheCallsTTL"}},
 	} {
 		t.Run(string(tt.mutation), func(t *testing.T) {
 			t.Parallel()
@@ -108,6 +119,11 @@ func newMutant(m mutation) *mutant {
 }
 
 func (s *mutant) Claim(ctx context.Context, p *idem.ClaimParams) (*idem.Claim, error) {
+	if s.mut == claimDropsTheTTL {
+		q := *p
+		q.TTL = 0
+		p = &q
+	}
 	c, err := s.Store.Claim(ctx, p)
 	if err != nil {
 		return nil, err
@@ -132,6 +148,8 @@ func (s *mutant) Claim(ctx context.Context, p *idem.ClaimParams) (*idem.Claim, e
 		s.first[k] = c.Lease.Token
 	} else if s.mut == takeoverWithoutTokenBump {
 		c.Lease.Token, c.Record.Token = s.first[k], s.first[k]
+	} else if s.mut == takeoverTakesItsOwnTTL {
+		c.Record.TTL = p.TTL
 	}
 	if s.mut == stepsSortedByName {
 		slices.SortFunc(c.Steps, func(a, b idem.Step) int { return strings.Compare(a.Name, b.Name) })
@@ -154,10 +172,19 @@ func (s *mutant) lease(l idem.Lease, unfenced bool) idem.Lease {
 	return l
 }
 
+// quote adds l's scope and key to a fenced error, as a store that names the
+// record in its errors would.
+func (s *mutant) quote(l idem.Lease, err error) error {
+	if s.mut == fencedErrorQuotesTheKey && errors.Is(err, idem.ErrFenced) {
+		return fmt.Errorf("(%q, %q): %w", l.Scope, l.Key, err)
+	}
+	return err
+}
+
 func (s *mutant) Heartbeat(ctx context.Context, p *idem.HeartbeatParams) error {
 	q := *p
 	q.Lease = s.lease(p.Lease, s.mut == heartbeatNotFenced)
-	return s.Store.Heartbeat(ctx, &q)
+	return s.quote(p.Lease, s.Store.Heartbeat(ctx, &q))
 }
 
 func (s *mutant) SaveStep(ctx context.Context, p *idem.SaveStepParams) error {

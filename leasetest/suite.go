@@ -13,7 +13,7 @@ var suite = conformance.Suite[*Harness]{
 		// Claims (claim_cases.go).
 		{
 			Name: "NewClaimIsPendingWithALease",
-			Rule: "a claim of a new key writes a pending record with Attempts 1, LeaseUntil = Now + Lease, the claim's Kind and Input, ExpiresAt = idem.PendingExpiresAt and a token of at least Now.UnixMicro() that the claim's Lease carries (docs/DESIGN.md L1, leased_store.go)",
+			Rule: "a claim of a new key writes a pending record with Attempts 1, LeaseUntil = Now + Lease, the claim's Kind, Input and TTL, ExpiresAt = idem.PendingExpiresAt and a token of at least Now.UnixMicro() that the claim's Lease carries (docs/DESIGN.md L1, leased_store.go)",
 			Run:  newClaimIsPendingWithALease,
 		},
 		{
@@ -23,7 +23,7 @@ var suite = conformance.Suite[*Harness]{
 		},
 		{
 			Name: "EndedLeaseIsTakenOverWithAGreaterToken",
-			Rule: "a pending record whose lease has ended (LeaseUntil <= Now) is taken over by its fingerprint with a greater token, Attempts + 1 and a new lease, keeping its CreatedAt, Kind and Input, and the new holder receives the saved steps in the order they were saved (docs/DESIGN.md L1, L3)",
+			Rule: "a pending record whose lease has ended (LeaseUntil <= Now) is taken over by its fingerprint with a greater token, Attempts + 1 and a new lease, keeping its CreatedAt, Kind, Input and TTL, and the new holder receives the saved steps in the order they were saved (docs/DESIGN.md L1, L3)",
 			Run:  endedLeaseIsTakenOverWithAGreaterToken,
 		},
 		{
@@ -38,7 +38,7 @@ var suite = conformance.Suite[*Harness]{
 		},
 		{
 			Name: "ExpiredCompletedRecordIsReplaced",
-			Rule: "a completed record that has expired (ExpiresAt <= Now) is replaced by a new pending record with a greater token, Attempts 1, the new claim's fingerprint, Kind and Input, and none of the old steps (docs/DESIGN.md L1, E7)",
+			Rule: "a completed record that has expired (ExpiresAt <= Now) is replaced by a new pending record with a greater token, Attempts 1, the new claim's fingerprint, Kind, Input and TTL, and none of the old steps (docs/DESIGN.md L1, E7)",
 			Run:  expiredCompletedRecordIsReplaced,
 		},
 		{
@@ -50,6 +50,11 @@ var suite = conformance.Suite[*Harness]{
 			Name: "DeletedRecordStillGetsAGreaterToken",
 			Rule: "a key whose record was deleted gets, at its next claim, a token above any it had before: at least Now.UnixMicro() (docs/DESIGN.md L1, L2)",
 			Run:  deletedRecordStillGetsAGreaterToken,
+		},
+		{
+			Name: "ClaimKeepsTheCallsTTL",
+			Rule: "a new record keeps the claim's TTL (returned, read back and listed by Abandoned), a takeover keeps the record's TTL whatever its own, after a release too, and a record that replaces an expired one takes the new claim's TTL (docs/DESIGN.md L5, E7, leased_store.go)",
+			Run:  claimKeepsTheCallsTTL,
 		},
 		{
 			Name:   "ConcurrentClaimsOfANewKeyClaimOnce",
@@ -74,6 +79,11 @@ var suite = conformance.Suite[*Harness]{
 			Name: "WritesOnACompletedRecordAreRefused",
 			Rule: "once a record is completed, every write of its former holder fails with ErrFenced and the completed record and its result stay as they are (docs/DESIGN.md L2, E4)",
 			Run:  writesOnACompletedRecordAreRefused,
+		},
+		{
+			Name: "FencedErrorsNameNoScopeOrKey",
+			Rule: "the error of a refused write (ErrFenced) names neither the record's scope nor its key, which may hold a principal derived from a credential and which the completer and the transports would log; name them by idem.KeyHash (docs/DESIGN.md L2, L5)",
+			Run:  fencedErrorsNameNoScopeOrKey,
 		},
 		{
 			Name: "HeartbeatExtendsTheLease",
@@ -177,6 +187,12 @@ var suite = conformance.Suite[*Harness]{
 			Name: "CompleterFinishesAbandonedWork",
 			Rule: "the completer finds the pending records whose lease has ended, and only those, runs their registered kind from the last recorded step and records the result, which the client's retry replays (docs/DESIGN.md L3, L5)",
 			Run:  completerFinishesAbandonedWork,
+		},
+
+		{
+			Name: "CompleterCompletesWithTheCallsTTL",
+			Rule: "a call claimed with a TTL and finished by the completer, or by a retry without a TTL of its own that takes it over, expires at completion + the call's TTL, not the engine's default: a retry 48 h later, within the call's 7 days, is replayed and the work does not run again (docs/DESIGN.md L5, E7)",
+			Run:  completerCompletesWithTheCallsTTL,
 		},
 
 		// Durability, for persistent stores (persistence_cases.go).

@@ -37,7 +37,7 @@ func (s *Store) Claim(ctx context.Context, p *idem.ClaimParams) (*idem.Claim, er
 			Scope: p.Scope, Key: p.Key, Fingerprint: p.Fingerprint,
 			State: idem.StatePending, CreatedAt: p.Now, ExpiresAt: idem.PendingExpiresAt,
 			Token: token, LeaseUntil: p.Now.Add(p.Lease),
-			Kind: p.Kind, Input: slices.Clone(p.Input), Attempts: 1,
+			Kind: p.Kind, Input: slices.Clone(p.Input), TTL: p.TTL, Attempts: 1,
 		}
 		s.records[k] = rec
 		delete(s.steps, k)
@@ -164,7 +164,7 @@ func (s *Store) BeginStep(ctx context.Context, p *idem.BeginStepParams) (idem.St
 		return nil, err
 	}
 	if s.locks[k] {
-		return nil, fmt.Errorf("memstore: BeginStep: a step of %q is already open", p.Lease.Key)
+		return nil, fmt.Errorf("memstore: BeginStep: a step of key_sha256 %s is already open", idem.KeyHash(p.Lease.Key))
 	}
 	s.locks[k] = true
 	return &stepTx{Tx: &Tx{store: s, key: k, staged: make(map[string]string)}, lease: p.Lease, name: p.Name}, nil

@@ -39,7 +39,7 @@ func (s *Store) Claim(ctx context.Context, p *idem.ClaimParams) (*idem.Claim, er
 			steps            []idem.Step
 		)
 		b := &pgx.Batch{}
-		b.Queue(s.leased.Claim, p.Scope, p.Key, p.Fingerprint, p.Kind, p.Input, p.Now, p.Now.Add(p.Lease), p.Now.UnixMicro()).
+		b.Queue(s.leased.Claim, p.Scope, p.Key, p.Fingerprint, p.Kind, p.Input, p.Now, p.Now.Add(p.Lease), p.Now.UnixMicro(), p.TTL.Microseconds()).
 			QueryRow(func(row pgx.Row) (err error) {
 				claimed, err = pgschema.ScanLeased(row)
 				return err
@@ -68,16 +68,22 @@ func (s *Store) Claim(ctx context.Context, p *idem.ClaimParams) (*idem.Claim, er
 			return &idem.Claim{Record: current}, nil
 		}
 	}
-	return nil, unavailable("claim", fmt.Errorf("the record of (%q, %q) was deleted under %d claims in a row", p.Scope, p.Key, claimTries))
+	return nil, unavailable("claim", fmt.Errorf("the record of %s was deleted under %d claims in a row", recordName(p.Scope, p.Key), claimTries))
 }
 
 func leaseOf(r *idem.Record) idem.Lease {
 	return idem.Lease{Scope: r.Scope, Key: r.Key, Token: r.Token}
 }
 
+// recordName names a record in an error by the digests of its scope and
+// key (idem.KeyHash), which log lines may carry, never by the values.
+func recordName(scope, key string) string {
+	return "(scope_sha256 " + idem.KeyHash(scope) + ", key_sha256 " + idem.KeyHash(key) + ")"
+}
+
 // fenced is the error of a write whose lease is not current.
 func fenced(op string, l idem.Lease) error {
-	return fmt.Errorf("pgstore: %s (%q, %q) with token %d: %w", op, l.Scope, l.Key, l.Token, idem.ErrFenced)
+	return fmt.Errorf("pgstore: %s %s with token %d: %w", op, recordName(l.Scope, l.Key), l.Token, idem.ErrFenced)
 }
 
 // fencedExec runs a fenced statement whose first three parameters are l's:

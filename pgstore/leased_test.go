@@ -676,10 +676,67 @@ func TestLeasedMigratesAnExistingTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := claim(t, s, "old", "fp", lt0)
-	if c.Claimed || c.Record.State != idem.StateCompleted || c.Record.Token != 0 || !c.Record.LeaseUntil.IsZero() || c.Record.Attempts != 0 || string(c.Record.Result.Body) != "b" {
+	if c.Claimed || c.Record.State != idem.StateCompleted || c.Record.Token != 0 || !c.Record.LeaseUntil.IsZero() || c.Record.Attempts != 0 || c.Record.TTL != 0 || string(c.Record.Result.Body) != "b" {
 		t.Errorf("claim of an old record = %+v, record %+v", c, c.Record)
 	}
 	if c := claim(t, s, "old", "fp", lt0.Add(time.Hour)); !c.Claimed || c.Record.Token != lt0.Add(time.Hour).UnixMicro() {
 		t.Errorf("claim of the old record once expired = %+v", c)
+	}
+}
+
+func TestLeasedMigratesAVersion3Table(t *testing.T) {
+	// A table at version 3 (leased mode, before records kept their TTL)
+	// with a pending record gets migration 4: the record reads with TTL 0
+	// ("unknown"), a takeover completes it with its own TTL, and a new
+	// claim's TTL is kept and read back.
+	t.Parallel()
+	pgtest.Require(t)
+	schema, dsn := pgtest.Schema(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pgstore.New(ctx, pool, &pgstore.Config{Schema: schema}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{
+		`ALTER TABLE idem_records DROP COLUMN ttl_us`,
+		`DELETE FROM idem_records_migrations WHERE version = 4`,
+		`INSERT INTO idem_records (scope, key, fingerprint, state, status, headers, body, created_at, expires_at,
+			token, lease_until, kind, input, attempts, last_error)
+		VALUES ('s', 'old', 'fp', 'pending', 0, NULL, '', '2026-01-02T03:04:05Z', '2200-01-01T00:00:00Z',
+			7, '2026-01-02T03:04:05Z', 'pay', 'in', 1, 'crashed')`,
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := pgstore.New(ctx, pool, &pgstore.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.Lookup(ctx, &idem.LookupParams{Scope: "s", Key: "old"})
+	if err != nil || rec.State != idem.StatePending || rec.Token != 7 || rec.TTL != 0 {
+		t.Fatalf("version 3 pending record after the upgrade = %+v, %v; want pending, token 7, TTL 0", rec, err)
+	}
+	l, err := idem.NewLeased(s, &idem.LeasedConfig{Now: func() time.Time { return lt0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Do(ctx, idem.LeasedRequest{Scope: "s", Key: "old", Fingerprint: "fp", TTL: time.Hour},
+		func(context.Context, *idem.Run) (idem.Result, error) { return idem.Result{Status: 201}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := s.Lookup(ctx, &idem.LookupParams{Scope: "s", Key: "old"}); err != nil || rec.State != idem.StateCompleted || !rec.ExpiresAt.Equal(lt0.Add(time.Hour)) {
+		t.Errorf("old record completed by a takeover = %+v, %v; want completed, expiring at %s (the taker's TTL: it had none)", rec, err, lt0.Add(time.Hour))
+	}
+	c, err := s.Claim(ctx, &idem.ClaimParams{Scope: "s", Key: "new", Fingerprint: "fp", TTL: 72 * time.Hour, Now: lt0, Lease: lease})
+	if err != nil || !c.Claimed || c.Record.TTL != 72*time.Hour {
+		t.Fatalf("new claim on the upgraded table = %+v, %v; want claimed with TTL 72h", c, err)
+	}
+	if rec, err := s.Lookup(ctx, &idem.LookupParams{Scope: "s", Key: "new"}); err != nil || rec.TTL != 72*time.Hour {
+		t.Errorf("new record read back = %+v, %v; want TTL 72h", rec, err)
 	}
 }

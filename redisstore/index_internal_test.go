@@ -95,8 +95,7 @@ func reserve(t *testing.T, s *Store, key string, now time.Time) int64 {
 func claimRecord(t *testing.T, s *Store, key string, now time.Time, e int64) {
 	t.Helper()
 	p := claimParams(key, now)
-	reply, err := s.run(context.Background(), "claim", claimScript, recordKeys(s.member("s", key)), false,
-		p.Fingerprint, p.Kind, p.Input, micros(now), micros(now.Add(p.Lease)), "1", e, "s", key, micros(idem.PendingExpiresAt), micros(now))
+	reply, err := s.run(context.Background(), "claim", claimScript, recordKeys(s.member(p.Scope, p.Key)), false, claimArgs(p, "1", e)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,13 +25,7 @@ func (s *Store) Claim(ctx context.Context, p *idem.ClaimParams) (*idem.Claim, er
 	}
 	m := s.member(p.Scope, p.Key)
 	keys := recordKeys(m)
-	args := func(indexed string, epoch int64) []any {
-		return []any{
-			p.Fingerprint, p.Kind, p.Input, micros(p.Now), micros(p.Now.Add(p.Lease)),
-			indexed, epoch, p.Scope, p.Key, micros(idem.PendingExpiresAt), micros(p.Now),
-		}
-	}
-	reply, err := s.run(ctx, "claim", claimScript, keys, true, args("0", 0)...)
+	reply, err := s.run(ctx, "claim", claimScript, keys, true, claimArgs(p, "0", 0)...)
 	if err != nil {
 		return nil, err
 	}
@@ -54,17 +48,26 @@ func (s *Store) Claim(ctx context.Context, p *idem.ClaimParams) (*idem.Claim, er
 	if !ok {
 		return nil, fmt.Errorf("redisstore: claim: the reservation answered %v", epoch)
 	}
-	if reply, err = s.run(ctx, "claim", claimScript, keys, true, args("1", e)...); err != nil {
+	if reply, err = s.run(ctx, "claim", claimScript, keys, true, claimArgs(p, "1", e)...); err != nil {
 		return nil, err
 	}
 	if c, st, needIndex, err = decodeClaim(reply); err != nil {
 		return nil, err
 	}
 	if needIndex {
-		return nil, fmt.Errorf("redisstore: claim of %q: the script asked for the index again", p.Key)
+		return nil, fmt.Errorf("redisstore: claim of key_sha256 %s: the script asked for the index again", idem.KeyHash(p.Key))
 	}
 	s.settle(ctx, m, version{epoch: e}, st)
 	return c, nil
+}
+
+// claimArgs are the claim script's ARGV for p (see claimScript).
+func claimArgs(p *idem.ClaimParams, indexed string, epoch int64) []any {
+	return []any{
+		p.Fingerprint, p.Kind, p.Input, micros(p.Now), micros(p.Now.Add(p.Lease)),
+		indexed, epoch, p.Scope, p.Key, micros(idem.PendingExpiresAt), micros(p.Now),
+		strconv.FormatInt(p.TTL.Microseconds(), 10),
+	}
 }
 
 // decodeClaim decodes the claim script's answer.
@@ -162,7 +165,7 @@ func (s *Store) fencedWrite(ctx context.Context, op string, sc *redis.Script, l 
 	case string:
 		switch r {
 		case "fenced":
-			return fmt.Errorf("redisstore: %s of %q (token %d): %w", op, l.Key, l.Token, idem.ErrFenced)
+			return fmt.Errorf("redisstore: %s of key_sha256 %s (token %d): %w", op, idem.KeyHash(l.Key), l.Token, idem.ErrFenced)
 		case "ok":
 			return nil
 		}

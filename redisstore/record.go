@@ -90,8 +90,11 @@ func recordFromFields(f map[string]string) (*stored, error) {
 		CreatedAt: at("cr"), ExpiresAt: at("ex"), Token: num("tok"), LeaseUntil: at("lu"),
 		Kind: f["kind"], Input: []byte(f["in"]), Attempts: int(num("att")), LastError: f["err"],
 	}
+	if _, ok := f["ttl"]; ok { // absent on records claimed before it was kept
+		r.TTL = time.Duration(num("ttl")) * time.Microsecond
+	}
 	if r.State != idem.StatePending && r.State != idem.StateCompleted {
-		return nil, fmt.Errorf("redisstore: record of %q has state %q", r.Key, r.State)
+		return nil, fmt.Errorf("redisstore: record of key_sha256 %s has state %q", idem.KeyHash(r.Key), r.State)
 	}
 	if r.State == idem.StateCompleted {
 		r.Result.Status = int(num("rs"))

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestHeaderEncodingRoundTrips(t *testing.T) {
@@ -73,4 +74,40 @@ func hashTag(key string) string {
 		}
 	}
 	return key
+}
+
+// A record's TTL is read from its ttl field; a record claimed before the
+// field was kept has none and reads with TTL 0 ("unknown"), not an error.
+func TestRecordTTLField(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{"s": "s", "k": "k", "fp": "fp", "st": "pending", "cr": "1", "ex": "2", "tok": "3",
+		"lu": "4", "att": "1", "ie": "1", "seq": "1"}
+	for _, tt := range []struct {
+		name  string
+		field *string
+		want  time.Duration
+	}{
+		{"Absent", nil, 0},
+		{"Zero", new("0"), 0},
+		{"SevenDays", new("604800000000"), 7 * 24 * time.Hour},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := maps.Clone(base)
+			if tt.field != nil {
+				f["ttl"] = *tt.field
+			}
+			st, err := recordFromFields(f)
+			if err != nil {
+				t.Fatalf("recordFromFields: %v", err)
+			}
+			if got := st.rec.TTL; got != tt.want {
+				t.Errorf("TTL = %s, want %s", got, tt.want)
+			}
+		})
+	}
+	f := maps.Clone(base)
+	f["ttl"] = "x"
+	if _, err := recordFromFields(f); err == nil {
+		t.Error("a malformed ttl field decoded without an error")
+	}
 }

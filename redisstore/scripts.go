@@ -11,8 +11,10 @@ import "github.com/redis/go-redis/v9"
 // A record is a hash: s scope, k key, fp fingerprint, st state ("pending"
 // or "completed"), tok token, ie index epoch, seq write count, cr created,
 // ex expires, lu lease until, kind, in input, att attempts, err last
-// error, rs result status, rh result headers, rb result body. (ie, seq) is
-// the record's version in the pending index (see index.go).
+// error, ttl the TTL it was claimed with (microseconds; absent on records
+// written before it was kept, read as 0, "unknown"), rs result status, rh
+// result headers, rb result body. (ie, seq) is the record's version in the
+// pending index (see index.go).
 
 // fencedLua starts every fenced script: ARGV[1] is the holder's token.
 const fencedLua = `
@@ -25,7 +27,8 @@ end
 // claimScript claims the record. ARGV: fingerprint, kind, input, now,
 // lease until, indexed ("1" once the member is in the pending index),
 // epoch, scope, key, the pending ExpiresAt, the candidate token
-// (now in microseconds). It answers {2} when it would write a new record
+// (now in microseconds), the TTL of a new record (microseconds; a
+// takeover keeps the record's). It answers {2} when it would write a new record
 // and indexed is not "1" (nothing is written), {1, record, names,
 // outputs} when it claimed, {0, record} otherwise.
 var claimScript = redis.NewScript(`
@@ -63,7 +66,7 @@ end
 redis.call('DEL', rec, KEYS[2], KEYS[3])
 redis.call('HSET', rec, 's', ARGV[8], 'k', ARGV[9], 'fp', ARGV[1], 'st', 'pending',
   'tok', ARGV[11], 'ie', ARGV[7], 'seq', 1, 'cr', ARGV[4], 'ex', ARGV[10], 'lu', ARGV[5],
-  'kind', ARGV[2], 'in', ARGV[3], 'att', 1, 'err', '')
+  'kind', ARGV[2], 'in', ARGV[3], 'att', 1, 'err', '', 'ttl', ARGV[12])
 local old = f[5]
 if old and tonumber(old) >= tonumber(ARGV[11]) then
   redis.call('HSET', rec, 'tok', old)

@@ -29,13 +29,14 @@ const (
 	fenceWhere = ` WHERE scope = ? AND key = ? AND state = 'pending' AND token = ?`
 
 	insertPending = `INSERT INTO idem_records (scope, key, ` + recordColumns + `, ` + leasedColumns + `)
-		VALUES (?, ?, ?, 'pending', 0, NULL, X'', ?, ?, ?, ?, ?, ?, 1, '')
+		VALUES (?, ?, ?, 'pending', 0, NULL, X'', ?, ?, ?, ?, ?, ?, 1, '', ?)
 		ON CONFLICT (scope, key) DO UPDATE SET
 		  fingerprint = excluded.fingerprint, state = excluded.state,
 		  status = excluded.status, header = excluded.header, body = excluded.body,
 		  created_at = excluded.created_at, expires_at = excluded.expires_at,
 		  token = excluded.token, lease_until = excluded.lease_until, kind = excluded.kind,
-		  input = excluded.input, attempts = excluded.attempts, last_error = excluded.last_error`
+		  input = excluded.input, attempts = excluded.attempts, last_error = excluded.last_error,
+		  ttl = excluded.ttl`
 	takeOver = `UPDATE idem_records SET token = token + 1, attempts = attempts + 1, lease_until = ?
 		WHERE scope = ? AND key = ?`
 	selectSteps = `SELECT name, output FROM idem_steps WHERE scope = ? AND key = ? ORDER BY seq`
@@ -196,7 +197,7 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, p *idem.ClaimParams) (*
 		}
 		if _, err := s.txStmt(ctx, tx, insertPending).ExecContext(ctx, p.Scope, p.Key, p.Fingerprint,
 			p.Now.UnixNano(), idem.PendingExpiresAt.UnixNano(),
-			token, leaseUntil.UnixNano(), p.Kind, input); err != nil {
+			token, leaseUntil.UnixNano(), p.Kind, input, int64(p.TTL)); err != nil {
 			return nil, err
 		}
 		if _, err := s.txStmt(ctx, tx, deleteSteps).ExecContext(ctx, p.Scope, p.Key); err != nil {
@@ -207,7 +208,7 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, p *idem.ClaimParams) (*
 			State: idem.StatePending, Result: idem.Result{Body: []byte{}},
 			CreatedAt: time.Unix(0, p.Now.UnixNano()).UTC(), ExpiresAt: idem.PendingExpiresAt,
 			Token: token, LeaseUntil: time.Unix(0, leaseUntil.UnixNano()).UTC(),
-			Kind: p.Kind, Input: input, Attempts: 1,
+			Kind: p.Kind, Input: input, TTL: p.TTL, Attempts: 1,
 		}
 		return &idem.Claim{Record: rec, Claimed: true, Lease: leaseOf(rec)}, nil
 	case takeover:

@@ -641,11 +641,14 @@ func TestAtomicPathsTreatPendingAsLive(t *testing.T) {
 
 func TestAtomicRecordReplacingALeasedOneHasNoLeasedFields(t *testing.T) {
 	// An atomic record written over an expired leased record keeps none of
-	// its leased fields but its token; a later claim's token is greater.
+	// its leased fields (its TTL included) but its token; a later claim's token is greater.
 	t.Parallel()
 	s, _ := setup(t)
 	ctx := context.Background()
-	c := claimAt(t, s, "k", "fp", t0)
+	c, err := s.Claim(ctx, &idem.ClaimParams{Scope: "s", Key: "k", Fingerprint: "fp", Kind: "payout", TTL: time.Hour, Now: t0, Lease: lease})
+	if err != nil || !c.Claimed || c.Record.TTL != time.Hour {
+		t.Fatalf("claim = %+v, %v; want claimed with TTL 1h", c, err)
+	}
 	if err := s.Complete(ctx, &idem.CompleteParams{Lease: c.Lease, Result: idem.Result{Status: 201}, Now: t0, ExpiresAt: t0.Add(time.Second)}); err != nil {
 		t.Fatal(err)
 	}
@@ -659,7 +662,7 @@ func TestAtomicRecordReplacingALeasedOneHasNoLeasedFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := lookupRecord(t, s, "k")
-	if rec.Kind != "" || rec.Input != nil || rec.Attempts != 0 || rec.LastError != "" || !rec.LeaseUntil.IsZero() || rec.Fingerprint != "atomic" {
+	if rec.Kind != "" || rec.Input != nil || rec.Attempts != 0 || rec.LastError != "" || !rec.LeaseUntil.IsZero() || rec.TTL != 0 || rec.Fingerprint != "atomic" {
 		t.Errorf("atomic record = %+v, want no leased fields", rec)
 	}
 	c2 := claimAt(t, s, "k", "fp", now.Add(time.Second))

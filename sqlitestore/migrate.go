@@ -42,6 +42,11 @@ var migrations = []string{
 		created_at INTEGER NOT NULL,
 		PRIMARY KEY (scope, key, name)
 	) WITHOUT ROWID;`,
+
+	// 3: the TTL a leased record was claimed with, in nanoseconds, which
+	// whoever completes it keeps (idem.Record.TTL). 0, the default of the
+	// rows written before, is "unknown": the engine's TTL applies.
+	`ALTER TABLE idem_records ADD COLUMN ttl INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // SchemaVersion is the schema version this package writes.

@@ -50,7 +50,7 @@ func TestVersion1FileUpgrades(t *testing.T) {
 	rec := lookupRecord(t, s, "old")
 	if rec.State != idem.StateCompleted || rec.Result.Status != 201 || string(rec.Result.Body) != "ok" ||
 		rec.Result.Header["X-A"][0] != "1" || !rec.CreatedAt.Equal(created) || !rec.ExpiresAt.Equal(t0) ||
-		rec.Token != 0 || !rec.LeaseUntil.IsZero() || rec.Kind != "" || rec.Input != nil || rec.Attempts != 0 || rec.LastError != "" {
+		rec.Token != 0 || !rec.LeaseUntil.IsZero() || rec.Kind != "" || rec.Input != nil || rec.Attempts != 0 || rec.LastError != "" || rec.TTL != 0 {
 		t.Errorf("version 1 record after the upgrade = %+v", rec)
 	}
 	// The old record replays to a leased claim while live, and is claimed
@@ -85,5 +85,54 @@ func TestVersion1FileUpgrades(t *testing.T) {
 	c2 := claimAt(t, s2, "old", "fp", t0.Add(lease))
 	if !c2.Claimed || stepNames(c2.Steps) != "one=x;" {
 		t.Errorf("takeover after reopening = %+v", c2)
+	}
+}
+
+// A database file written at schema version 2 (leased mode, before records
+// kept their TTL): Open migrates it, its pending record reads with TTL 0
+// ("unknown") and completes with the engine's TTL, and a new claim keeps
+// its own.
+func TestVersion2FileUpgrades(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v2.db")
+	rawExec(t, path,
+		`PRAGMA journal_mode=WAL`,
+		`CREATE TABLE idem_schema_version (version INTEGER NOT NULL)`,
+		`INSERT INTO idem_schema_version (version) VALUES (2)`,
+		sqlitestore.Migrations()[0],
+		sqlitestore.Migrations()[1],
+		`INSERT INTO idem_records (scope, key, fingerprint, state, status, header, body, created_at, expires_at,
+		   token, lease_until, kind, input, attempts, last_error)
+		 VALUES ('s', 'old', 'fp', 'pending', 0, NULL, X'', `+strconv.FormatInt(t0.UnixNano(), 10)+`, `+
+			strconv.FormatInt(idem.PendingExpiresAt.UnixNano(), 10)+`, 7, `+strconv.FormatInt(t0.UnixNano(), 10)+`, 'payout', X'', 1, 'crashed')`)
+
+	s, err := sqlitestore.Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if rec := lookupRecord(t, s, "old"); rec.State != idem.StatePending || rec.Token != 7 || rec.TTL != 0 {
+		t.Fatalf("version 2 pending record after the upgrade = %+v, want pending, token 7, TTL 0", rec)
+	}
+	l, err := idem.NewLeased(s, &idem.LeasedConfig{Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = l.Do(ctx, idem.LeasedRequest{Scope: "s", Key: "old", Fingerprint: "fp", TTL: time.Hour},
+		func(context.Context, *idem.Run) (idem.Result, error) { return idem.Result{Status: 201}, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := lookupRecord(t, s, "old"); rec.State != idem.StateCompleted || !rec.ExpiresAt.Equal(t0.Add(time.Hour)) {
+		t.Errorf("old record completed by a takeover: %s, expires %s; want completed at %s (the taker's TTL: the record had none)",
+			rec.State, rec.ExpiresAt, t0.Add(time.Hour))
+	}
+	c, err := s.Claim(ctx, &idem.ClaimParams{Scope: "s", Key: "new", Fingerprint: "fp", TTL: 72 * time.Hour, Now: t0, Lease: lease})
+	if err != nil || !c.Claimed || c.Record.TTL != 72*time.Hour {
+		t.Fatalf("new claim on the upgraded file = %+v, %v; want claimed with TTL 72h", c, err)
+	}
+	if rec := lookupRecord(t, s, "new"); rec.TTL != 72*time.Hour {
+		t.Errorf("new record's TTL read back = %s, want 72h", rec.TTL)
 	}
 }

@@ -15,7 +15,7 @@ const (
 	recordColumns = `fingerprint, state, status, header, body, created_at, expires_at`
 	// leasedColumns are leased mode's (see leased.go); an atomic record
 	// has their defaults.
-	leasedColumns = `token, lease_until, kind, input, attempts, last_error`
+	leasedColumns = `token, lease_until, kind, input, attempts, last_error, ttl`
 	selectRecord  = `SELECT ` + recordColumns + `, ` + leasedColumns + ` FROM idem_records WHERE scope = ? AND key = ?`
 	// upsertRecord writes an atomic record, replacing only an expired one
 	// (whose leased columns go back to their defaults; the token stays, so
@@ -26,7 +26,7 @@ const (
 		  fingerprint = excluded.fingerprint, state = excluded.state,
 		  status = excluded.status, header = excluded.header, body = excluded.body,
 		  created_at = excluded.created_at, expires_at = excluded.expires_at,
-		  lease_until = NULL, kind = '', input = NULL, attempts = 0, last_error = ''
+		  lease_until = NULL, kind = '', input = NULL, attempts = 0, last_error = '', ttl = 0
 		WHERE idem_records.expires_at <= ?`
 )
 
@@ -96,9 +96,10 @@ func scanRecord(row interface{ Scan(...any) error }, scope, key string, extra ..
 		header         []byte
 		created, expis int64
 		leaseUntil     sql.NullInt64
+		ttl            int64
 	)
 	dest := append([]any{&rec.Fingerprint, &rec.State, &rec.Result.Status, &header, &rec.Result.Body, &created, &expis,
-		&rec.Token, &leaseUntil, &rec.Kind, &rec.Input, &rec.Attempts, &rec.LastError}, extra...)
+		&rec.Token, &leaseUntil, &rec.Kind, &rec.Input, &rec.Attempts, &rec.LastError, &ttl}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -109,6 +110,7 @@ func scanRecord(row interface{ Scan(...any) error }, scope, key string, extra ..
 	}
 	rec.CreatedAt = time.Unix(0, created).UTC()
 	rec.ExpiresAt = time.Unix(0, expis).UTC()
+	rec.TTL = time.Duration(ttl)
 	if leaseUntil.Valid {
 		rec.LeaseUntil = time.Unix(0, leaseUntil.Int64).UTC()
 	}

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/inbox"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -50,7 +51,7 @@ func recovering(h inbox.Handler, log *slog.Logger) inbox.Handler {
 			if r := recover(); r != nil {
 				err = fmt.Errorf("amqpinbox: handler panicked: %v", r)
 				if log != nil {
-					log.ErrorContext(ctx, "amqpinbox: handler panicked", "message_id", m.ID, "panic", r, "stack", string(debug.Stack()))
+					log.ErrorContext(ctx, "amqpinbox: handler panicked", "key_sha256", idem.KeyHash(inbox.Key(m.ID)), "panic", r, "stack", string(debug.Stack()))
 				}
 			}
 		}()

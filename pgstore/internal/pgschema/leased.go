@@ -10,8 +10,8 @@ import (
 
 // leasedColumns are the columns a record is read from in leased mode, in
 // the order ScanLeased scans them: the atomic ones, then those of
-// migration 2.
-const leasedColumns = `scope, key, ` + recordColumns + `, token, lease_until, kind, input, attempts, last_error`
+// migrations 2 and 4.
+const leasedColumns = `scope, key, ` + recordColumns + `, token, lease_until, kind, input, attempts, last_error, ttl_us`
 
 // fence is the condition of every write of a lease holder: the record of
 // ($1 scope, $2 key) is pending and its token is still $3.
@@ -23,13 +23,14 @@ const fence = `scope = $1 AND key = $2 AND state = 'pending' AND token = $3`
 // atomically with that check, and affects no row otherwise.
 type LeasedStatements struct {
 	// Claim claims the record of ($1 scope, $2 key) for fingerprint $3 in
-	// one statement, with kind $4 and input $5 for a new record, at $6
-	// (now), leasing it until $7, with $8 the new token of a new record
-	// ($6 in microseconds since the epoch). The INSERT … ON CONFLICT DO
-	// UPDATE writes a new pending record (Attempts 1, token
-	// GREATEST($8, old token + 1)) where there is none or the completed
-	// one has expired, and takes over a pending record whose lease has
-	// ended and whose fingerprint is $3 (token + 1, Attempts + 1). The
+	// one statement, with kind $4, input $5 and TTL $9 (microseconds) for
+	// a new record, at $6 (now), leasing it until $7, with $8 the new
+	// token of a new record ($6 in microseconds since the epoch). The
+	// INSERT … ON CONFLICT DO UPDATE writes a new pending record
+	// (Attempts 1, token GREATEST($8, old token + 1)) where there is none
+	// or the completed one has expired, and takes over a pending record
+	// whose lease has ended and whose fingerprint is $3 (token + 1,
+	// Attempts + 1, its kind, input and TTL kept). The
 	// conflicting row is locked and the WHERE is evaluated on its newest
 	// version, so of two concurrent claims exactly one writes. It returns
 	// the record (ScanLeased) when it claimed, no row otherwise. A new
@@ -98,8 +99,8 @@ func NewLeasedStatements(n Names, idle time.Duration) LeasedStatements {
 	return LeasedStatements{
 		Claim: `WITH c AS (
 	INSERT INTO ` + n.Table + ` AS r (scope, key, fingerprint, state, status, headers, body, created_at, expires_at,
-		token, lease_until, kind, input, attempts, last_error)
-	VALUES ($1, $2, $3, 'pending', 0, NULL, '', $6, ` + pending + `, $8, $7, $4, $5, 1, '')
+		token, lease_until, kind, input, attempts, last_error, ttl_us)
+	VALUES ($1, $2, $3, 'pending', 0, NULL, '', $6, ` + pending + `, $8, $7, $4, $5, 1, '', $9)
 	ON CONFLICT (scope, key) DO UPDATE SET
 		fingerprint = excluded.fingerprint,
 		state = 'pending', status = 0, headers = NULL, body = '',
@@ -110,7 +111,8 @@ func NewLeasedStatements(n Names, idle time.Duration) LeasedStatements {
 		kind = CASE WHEN r.state = 'pending' THEN r.kind ELSE excluded.kind END,
 		input = CASE WHEN r.state = 'pending' THEN r.input ELSE excluded.input END,
 		attempts = CASE WHEN r.state = 'pending' THEN r.attempts + 1 ELSE 1 END,
-		last_error = CASE WHEN r.state = 'pending' THEN r.last_error ELSE '' END
+		last_error = CASE WHEN r.state = 'pending' THEN r.last_error ELSE '' END,
+		ttl_us = CASE WHEN r.state = 'pending' THEN r.ttl_us ELSE excluded.ttl_us END
 	WHERE (r.state <> 'pending' AND r.expires_at <= $6)
 		OR (r.state = 'pending' AND r.lease_until <= $6 AND r.fingerprint = $3)
 	RETURNING ` + leasedColumns + `
@@ -145,9 +147,10 @@ func ScanLeased(row Row) (*idem.Record, error) {
 		state   string
 		headers []byte
 		lease   sql.NullTime
+		ttl     int64
 	)
 	err := row.Scan(&rec.Scope, &rec.Key, &rec.Fingerprint, &state, &rec.Result.Status, &headers, &rec.Result.Body,
-		&rec.CreatedAt, &rec.ExpiresAt, &rec.Token, &lease, &rec.Kind, &rec.Input, &rec.Attempts, &rec.LastError)
+		&rec.CreatedAt, &rec.ExpiresAt, &rec.Token, &lease, &rec.Kind, &rec.Input, &rec.Attempts, &rec.LastError, &ttl)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -157,6 +160,7 @@ func ScanLeased(row Row) (*idem.Record, error) {
 	if lease.Valid {
 		rec.LeaseUntil = lease.Time.UTC()
 	}
+	rec.TTL = time.Duration(ttl) * time.Microsecond
 	return finish(&rec, state, headers)
 }
 

@@ -63,6 +63,13 @@ CREATE TABLE ` + n.Steps + ` (
 	// 3: the begin function, for the stores that cannot pipeline the lock
 	// and the read (begin_func.go).
 	{version: 3, sql: beginFuncSQL},
+	// 4: the TTL a leased record was claimed with, in microseconds, which
+	// whoever completes it keeps (idem.Record.TTL). The default is a
+	// constant (no rewrite), and 0, which the rows written before read as,
+	// is "unknown": the completing engine's TTL applies.
+	{version: 4, sql: func(n Names) string {
+		return `ALTER TABLE ` + n.Table + ` ADD COLUMN ttl_us bigint NOT NULL DEFAULT 0`
+	}},
 }
 
 // LatestVersion is the version of the last migration: a table that has
