@@ -78,7 +78,7 @@ func leaseOf(r *idem.Record) idem.Lease {
 // recordName names a record in an error by the digests of its scope and
 // key (idem.KeyHash), which log lines may carry, never by the values.
 func recordName(scope, key string) string {
-	return "(scope_sha256 " + idem.KeyHash(scope) + ", key_sha256 " + idem.KeyHash(key) + ")"
+	return pgschema.RecordName(scope, key)
 }
 
 // fenced is the error of a write whose lease is not current.

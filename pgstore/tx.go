@@ -89,7 +89,7 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	case pgschema.IsOtherTx(err):
 		return fmt.Errorf("pgstore: commit: the work ended the transaction itself (an Exec of COMMIT or ROLLBACK); nothing was recorded: %w (%w)", pgx.ErrTxClosed, err)
 	case t.store.isRecordConflict(err):
-		return fmt.Errorf("%w: pgstore: (%q, %q): %w", idem.ErrConflict, t.scope, t.key, err)
+		return fmt.Errorf("%w: pgstore: %s: %w", idem.ErrConflict, recordName(t.scope, t.key), err)
 	case err != nil:
 		return unavailable("commit", err)
 	case commitTag.String() != "COMMIT":

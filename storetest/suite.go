@@ -81,7 +81,7 @@ var suite = conformance.Suite[*Harness]{
 		},
 		{
 			Name: "CommitMeetingALiveRecordConflicts",
-			Rule: "the storage, not the lock, keeps (scope, key) unique: a Commit that meets a live record written behind the lock fails with ErrConflict, rolls the effect back and leaves that record as it was (docs/DESIGN.md E2)",
+			Rule: "the storage, not the lock, keeps (scope, key) unique: a Commit that meets a live record written behind the lock fails with ErrConflict (an error that names the record by digest, never by its key), rolls the effect back and leaves that record as it was (docs/DESIGN.md E2)",
 			Run:  commitMeetingALiveRecordConflicts,
 		},
 		{

@@ -95,7 +95,7 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	if pgschema.IsUniqueViolation(err) {
 		stop()
 		rollback(t.tx, t.cancel)
-		return fmt.Errorf("%w: sqldb: (%q, %q): %w", idem.ErrConflict, t.scope, t.key, err)
+		return fmt.Errorf("%w: sqldb: %s: %w", idem.ErrConflict, pgschema.RecordName(t.scope, t.key), err)
 	}
 	if err != nil {
 		return fail("commit: insert", err)

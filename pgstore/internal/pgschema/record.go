@@ -75,7 +75,7 @@ func finish(rec *idem.Record, state string, headers []byte) (*idem.Record, error
 	rec.ExpiresAt = rec.ExpiresAt.UTC()
 	if headers != nil {
 		if err := json.Unmarshal(headers, &rec.Result.Header); err != nil {
-			return nil, fmt.Errorf("headers of (%q, %q): %w", rec.Scope, rec.Key, err)
+			return nil, fmt.Errorf("headers of %s: %w", RecordName(rec.Scope, rec.Key), err)
 		}
 	}
 	return rec, nil
@@ -128,4 +128,11 @@ func Answer(rec *idem.Record, locked bool, now time.Time) (*idem.Record, error) 
 		return nil, idem.ErrInFlight
 	}
 	return nil, nil
+}
+
+// RecordName names the record (scope, key) in an error by the digests
+// spans and log lines carry: a scope may hold a principal, and errors end
+// up in logs.
+func RecordName(scope, key string) string {
+	return "(scope_sha256 " + idem.KeyHash(scope) + ", key_sha256 " + idem.KeyHash(key) + ")"
 }
