@@ -179,10 +179,7 @@ func New(ctx context.Context, db *Database, cfg *Config) (*Service, error) {
 	}
 	s := &Service{db: db, cfg: c, slots: make(chan struct{}, c.MaxConcurrent)}
 	if c.Provider != "" {
-		s.provider = &provider{
-			url: c.Provider, client: &http.Client{}, timeout: c.ProviderTimeout,
-			attempts: c.ProviderAttempts, backoff: 100 * time.Millisecond,
-		}
+		s.provider = newProvider(c)
 		_, s.localSteps = c.Leased.Store().(idem.LeasedTxStore)
 	}
 
