@@ -31,6 +31,11 @@ func ledgers(t *testing.T) map[string]*Database {
 	return map[string]*Database{"SQLite": SQLite(lite), "Postgres": Postgres(pg)}
 }
 
+// testKeys are the keys of a test's payout named op.
+func testKeys(op string) payoutKeys {
+	return payoutKeys{op: op, legacyOp: op + ".legacy", charge: op + ".charge"}
+}
+
 // Two executions of one payout's debit racing in two transactions (a
 // holder paused past its lease, and its successor) debit the account
 // once: the second finds the first's payout by its op_key, or its insert
@@ -53,7 +58,7 @@ func TestDebitOnceByOpKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			id, err := s.debit(ctx, first, in, "op-1")
+			id, err := s.debit(ctx, first, in, testKeys("op-1"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +78,7 @@ func TestDebitOnceByOpKey(t *testing.T) {
 					second <- result{0, err}
 					return
 				}
-				id, err := s.debit(ctx, tx, in, "op-1")
+				id, err := s.debit(ctx, tx, in, testKeys("op-1"))
 				if err == nil {
 					err = tx.commit(ctx)
 				} else {
@@ -171,7 +176,7 @@ func TestCompleteRefusesAChargeOfAnotherPayout(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if ids[i], err = s.debit(ctx, tx, in, op); err != nil {
+				if ids[i], err = s.debit(ctx, tx, in, testKeys(op)); err != nil {
 					t.Fatal(err)
 				}
 				if i == 0 {
