@@ -259,6 +259,8 @@ func (c *serveCommand) run(ctx context.Context, o *serveOptions) error {
 			return err
 		}
 		defer stop()
+		// Beside it, the scan of the payouts whose leased record was lost.
+		defer startOrphanScan(ctx, svc, o.completeInterval, o.leased.reportAfter, newOrphanMetrics(reg), log)()
 	}
 
 	// The stream or queue exists before the service answers /healthz:
