@@ -35,7 +35,7 @@ func TestPayoutE2ERedisLoss(t *testing.T) {
 	}
 	prov, purl := fakeprovider.Start(t, nil)
 	s := startServe(t, "-db", "redis://"+rs.Addr()+"/0", "-ledger", filepath.Join(t.TempDir(), "ledger.db"),
-		"-provider", purl, "-complete-interval", "200ms", "-report-after", "1s")
+		"-provider", purl, "-complete-interval", "200ms", "-orphan-after", "1s")
 	if status, body := s.do(t, "PUT", "/accounts/alice", "", `{"balance":1000}`); status != 200 {
 		t.Fatalf("PUT /accounts/alice: %d %s", status, body)
 	}
