@@ -78,6 +78,6 @@ func (o *leasedOptions) configure(cfg *transfers.Config, ls idem.LeasedStore, tt
 	if err != nil {
 		return err
 	}
-	cfg.Leased, cfg.Provider, cfg.ProviderTimeout = l, o.provider, o.providerTimeout
+	cfg.Leased, cfg.Provider, cfg.ProviderTimeout, cfg.KeyTTL = l, o.provider, o.providerTimeout, ttl
 	return nil
 }

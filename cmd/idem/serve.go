@@ -28,7 +28,7 @@ import (
 // connections only as they are needed.
 const defaultPool = 16
 
-const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://… | redis://… [-ledger idem.db | postgres://…]] [-idempotency on|off] [-ttl 24h] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]] [-provider URL [-lease 30s] [-provider-timeout 2s] [-complete-interval 5s] [-report-after 15m]] [-otlp URL] [-log-level debug|info|warn|error]
+const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://… | redis://… [-ledger idem.db | postgres://…]] [-idempotency on|off] [-ttl 24h] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]] [-provider URL [-lease 30s] [-provider-timeout 2s] [-complete-interval 5s] [-report-after 15m] [-orphan-after 15m]] [-otlp URL] [-log-level debug|info|warn|error]
 
 serve runs the transfers service: PUT and GET /accounts/{id}, POST /transfers
 (Idempotency-Key required), GET /transfers[?limit=N] and /transfers/{id},
@@ -74,6 +74,7 @@ type serveOptions struct {
 	consumeTTL             time.Duration
 	leased                 leasedOptions
 	completeInterval       time.Duration
+	orphanAfter            time.Duration
 	otlp, logLevel         string
 
 	// Set by validate.
@@ -100,6 +101,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.consumeTTL, "consume-ttl", inbox.DefaultTTL, "with -consume: how long a message id is remembered; a duplicate arriving later is applied again")
 	o.leased.flags(fs)
 	fs.DurationVar(&o.completeInterval, "complete-interval", 5*time.Second, "with -provider: the pause between two passes of the completer, which finishes the payouts left pending")
+	fs.DurationVar(&o.orphanAfter, "orphan-after", transfers.DefaultOrphanAfter, "with -provider: how long a payout may stay pending in the ledger with no execution taking it up before the orphan scan (every -complete-interval) takes it for one whose leased record was lost, and finishes or reports it")
 	fs.StringVar(&o.otlp, "otlp", "", "export traces over OTLP/HTTP to this collector base URL (http://127.0.0.1:4318); defaults to OTEL_EXPORTER_OTLP_ENDPOINT, and to no tracing when neither is set")
 	fs.StringVar(&o.logLevel, "log-level", "info", "the least level of the lines logged to stderr: debug, info, warn or error; at debug, each request's outcome is logged")
 }
@@ -153,7 +155,7 @@ func (o *serveOptions) validate() error {
 		}
 	}
 	if o.leased.provider == "" {
-		for _, name := range []string{"lease", "provider-timeout", "complete-interval", "report-after"} {
+		for _, name := range []string{"lease", "provider-timeout", "complete-interval", "report-after", "orphan-after"} {
 			if o.given[name] {
 				return usageError{fmt.Sprintf("serve: -%s applies only with -provider", name)}
 			}
@@ -167,6 +169,9 @@ func (o *serveOptions) validate() error {
 		}
 		if o.completeInterval <= 0 {
 			return usageError{fmt.Sprintf("serve: -complete-interval must be positive, got %s", o.completeInterval)}
+		}
+		if o.orphanAfter <= 0 {
+			return usageError{fmt.Sprintf("serve: -orphan-after must be positive, got %s", o.orphanAfter)}
 		}
 	}
 	if o.otlp != "" {
@@ -259,6 +264,8 @@ func (c *serveCommand) run(ctx context.Context, o *serveOptions) error {
 			return err
 		}
 		defer stop()
+		// Beside it, the scan of the payouts whose leased record was lost.
+		defer startOrphanScan(ctx, svc, o.completeInterval, o.orphanAfter, newOrphanMetrics(reg), log)()
 	}
 
 	// The stream or queue exists before the service answers /healthz:

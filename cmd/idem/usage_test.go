@@ -104,6 +104,8 @@ func TestUsageErrorTable(t *testing.T) {
 		{[]string{"serve", "-provider-timeout", "2s"}, "serve: -provider-timeout applies only with -provider"},
 		{[]string{"serve", "-complete-interval", "2s"}, "serve: -complete-interval applies only with -provider"},
 		{[]string{"serve", "-report-after", "2s"}, "serve: -report-after applies only with -provider"},
+		{[]string{"serve", "-orphan-after", "2s"}, "serve: -orphan-after applies only with -provider"},
+		{[]string{"serve", "-provider", prov, "-orphan-after", "0s"}, "serve: -orphan-after must be positive, got 0s"},
 		{[]string{"serve", "-provider", prov, "-idempotency", "off"}, "serve: -provider needs -idempotency on"},
 		{[]string{"serve", "-provider", prov, "-lease", "0s"}, "serve: -lease must be positive, got 0s"},
 		{[]string{"serve", "-provider", prov, "-lease", "500ms"}, "serve: -lease must be at least 1s, got 500ms"},

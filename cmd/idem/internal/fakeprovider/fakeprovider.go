@@ -3,8 +3,8 @@
 // and honours the Idempotency-Key header the way a mature provider does,
 // counts the charges it applies per key, and can be told to fail in the
 // ways a real provider fails: a 5xx before applying, an answer that comes
-// too late after applying, a connection cut after applying, a request held
-// until the test lets it go, and declines.
+// too late after applying, a connection cut after applying, a redirect
+// after applying, a request held until the test lets it go, and declines.
 //
 // Its key rules: a request whose key has been seen with the same body gets
 // the first answer again and applies nothing; one with another body is
@@ -50,6 +50,21 @@ const (
 	// released: the connection is cut and nothing is applied, as if the
 	// request had never reached the provider.
 	HoldThenDrop
+	// SeeOtherAfterApply applies the charge, then answers 303 See Other
+	// to MovedPath, whose GET answers 404: a client that follows it sees
+	// a 404 for a charge that exists.
+	SeeOtherAfterApply
+	// FoundAfterApply applies the charge, then answers 302 Found to
+	// StatusPath, whose GET answers 200 {"id":"status-page"}: a client
+	// that follows it sees a success with an id that names no charge.
+	FoundAfterApply
+)
+
+// The targets of the redirect faults. Every GET the provider receives is
+// counted (Gets).
+const (
+	MovedPath  = "/charges/moved"
+	StatusPath = "/status"
 )
 
 func (f Fault) String() string {
@@ -66,6 +81,10 @@ func (f Fault) String() string {
 		return "hold"
 	case HoldThenDrop:
 		return "hold-then-drop"
+	case SeeOtherAfterApply:
+		return "see-other-after-apply"
+	case FoundAfterApply:
+		return "found-after-apply"
 	}
 	return fmt.Sprintf("Fault(%d)", int(f))
 }
@@ -121,6 +140,7 @@ type Provider struct {
 	charges  []Charge
 	effects  map[string]int // charges applied per key
 	requests map[string]int // requests received per key
+	gets     int            // GET requests received, whatever the path
 	faults   []Fault        // the next requests' faults, in order
 	held     chan string    // keys of held requests
 	release  chan struct{}  // closed by Release
@@ -215,6 +235,14 @@ func (p *Provider) TotalRequests() int {
 	return n
 }
 
+// Gets returns how many GET requests came, whatever their path: a client
+// that follows a redirect of POST /charges sends one.
+func (p *Provider) Gets() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gets
+}
+
 func (p *Provider) nextFault() Fault {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -237,8 +265,18 @@ func (p *Provider) keyLock(key string) *sync.Mutex {
 	return m
 }
 
-// ServeHTTP implements http.Handler: POST /charges.
+// ServeHTTP implements http.Handler: POST /charges, and GET StatusPath
+// (the target of FoundAfterApply).
 func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		p.mu.Lock()
+		p.gets++
+		p.mu.Unlock()
+		if r.URL.Path == StatusPath {
+			reply(w, http.StatusOK, map[string]string{"id": "status-page"})
+			return
+		}
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/charges" {
 		reply(w, http.StatusNotFound, map[string]string{"error": "not found"})
 		return
@@ -288,6 +326,12 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		panic(http.ErrAbortHandler)
+	case SeeOtherAfterApply:
+		http.Redirect(w, r, MovedPath, http.StatusSeeOther)
+		return
+	case FoundAfterApply:
+		http.Redirect(w, r, StatusPath, http.StatusFound)
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -236,3 +236,43 @@ func TestHoldThenDropAppliesNothing(t *testing.T) {
 		t.Fatal("no end within 30s of the release")
 	}
 }
+
+// The redirect faults apply the charge and answer a 3xx; followed, 303
+// leads to a 404 and 302 to a 200 status page with an id of its own, and
+// each GET is counted.
+func TestRedirectAfterApply(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		fault            fakeprovider.Fault
+		status, followed int
+		location, id     string
+	}{
+		{fakeprovider.SeeOtherAfterApply, http.StatusSeeOther, http.StatusNotFound, fakeprovider.MovedPath, ""},
+		{fakeprovider.FoundAfterApply, http.StatusFound, http.StatusOK, fakeprovider.StatusPath, "status-page"},
+	} {
+		t.Run(tc.fault.String(), func(t *testing.T) {
+			t.Parallel()
+			p, url, c := setup(t, nil)
+			noFollow := &http.Client{Timeout: c.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			p.Inject(tc.fault)
+			req, err := http.NewRequest(http.MethodPost, url+"/charges", bytes.NewBufferString(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Idempotency-Key", "k1")
+			resp, err := noFollow.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || resp.Header.Get("Location") != tc.location || p.Effects("k1") != 1 || p.Gets() != 0 {
+				t.Fatalf("got %d to %q, %d effects, %d GETs; want %d to %q, 1 effect, no GET",
+					resp.StatusCode, resp.Header.Get("Location"), p.Effects("k1"), p.Gets(), tc.status, tc.location)
+			}
+			p.Inject(tc.fault)
+			if got := charge(t, c, url, "k1", body); got.status != tc.followed || got.id != tc.id || p.Effects("k1") != 1 || p.Gets() != 1 {
+				t.Fatalf("followed: %+v, %d effects, %d GETs; want %d with id %q, 1 effect, 1 GET", got, p.Effects("k1"), p.Gets(), tc.followed, tc.id)
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/idemkit/idem"
 )
@@ -145,9 +146,9 @@ func (s *Service) payout(ctx context.Context, run *idem.Run, in payoutRequest) (
 	if in.Amount <= 0 {
 		return Payout{}, &declined{"invalid-amount", "Invalid amount", "amount must be a positive integer number of cents"}, nil
 	}
-	opKey := debitOpKey(run)
+	keys := payoutKeys{op: debitOpKey(run), legacyOp: legacyDebitOpKey(run), charge: run.DerivedKey(stepCharge)}
 	out, err := s.ledgerStep(ctx, run, stepDebit, func(ctx context.Context, q querier) ([]byte, error) {
-		id, err := s.debit(ctx, q, in, opKey)
+		id, err := s.debit(ctx, q, in, keys)
 		if err != nil {
 			return nil, err
 		}
@@ -165,8 +166,18 @@ func (s *Service) payout(ctx context.Context, run *idem.Run, in payoutRequest) (
 		return Payout{}, nil, fmt.Errorf("the debit step's output %q: %w", out, err)
 	}
 
+	// The ledger may hold the payout settled already: by an execution of
+	// a record that was lost since (Redis), or by the orphan scan. Then
+	// its outcome stands and the provider is not asked again.
+	settled, err := s.touchPayout(ctx, id)
+	if err != nil {
+		return Payout{}, nil, err
+	}
 	out, err = run.Step(ctx, stepCharge, func(ctx context.Context) ([]byte, error) {
-		c, err := s.provider.charge(ctx, run.DerivedKey(stepCharge), in.Account, in.Amount)
+		if settled != nil {
+			return json.Marshal(settled)
+		}
+		c, err := s.provider.charge(ctx, keys.charge, in.Account, in.Amount)
 		if err != nil {
 			return nil, err
 		}
@@ -187,8 +198,7 @@ func (s *Service) payout(ctx context.Context, run *idem.Run, in payoutRequest) (
 		if err != nil {
 			return Payout{}, nil, err
 		}
-		return Payout{}, &declined{"payout-declined", "Payout declined",
-			fmt.Sprintf("the provider declined the charge (status %d); the account was credited back", c.Status)}, nil
+		return Payout{}, payoutDeclined(c.Status), nil
 	}
 	out, err = s.ledgerStep(ctx, run, stepComplete, func(ctx context.Context, q querier) ([]byte, error) {
 		p, err := s.completePayout(ctx, q, id, c.ChargeID)
@@ -207,19 +217,42 @@ func (s *Service) payout(ctx context.Context, run *idem.Run, in payoutRequest) (
 	return p, nil, nil
 }
 
-// debit takes amount from the account and inserts the pending payout with
-// opKey, through q, and returns the payout's id. If a payout with opKey is
-// already there, an earlier execution of this step committed it (and its
-// recovery point was lost, which only a store without local steps can
-// do): debit returns its id and writes nothing. An unknown account or
-// insufficient funds is a *declined error (the caller rolls back).
-func (s *Service) debit(ctx context.Context, q querier, in payoutRequest, opKey string) (int64, error) {
-	var id int64
-	switch err := q.queryRow(ctx, `SELECT id FROM payouts WHERE op_key = $1`, opKey).Scan(&id); {
-	case err == nil:
-		return id, nil
-	case !errors.Is(err, errNoRows):
+// debit takes amount from the account and inserts the pending payout
+// under keys.op, through q, and returns the payout's id. An unknown
+// account or insufficient funds is a *declined error (the caller rolls
+// back).
+//
+// A payout already under keys.op (or keys.legacyOp) was made by an earlier
+// execution of this payout's debit, whose recovery point, or whole leased
+// record, was lost since (only a store without local steps, Redis, can
+// lose them): debit returns its id and writes nothing. Unless it is older
+// than Config.KeyTTL: then its record may have expired, and the key been
+// reused for a new payout; its op_key is retired (see retiredOpKey) and
+// the new payout is debited. A payout under the key, younger than that,
+// of another account or amount is the key reused with another request,
+// refused as the idempotency layer refuses it when it still has the
+// record.
+func (s *Service) debit(ctx context.Context, q querier, in payoutRequest, keys payoutKeys) (int64, error) {
+	now := s.cfg.Now().UTC()
+	var (
+		id, amount, created int64
+		account, opKey      string
+	)
+	switch err := q.queryRow(ctx, `SELECT id, account, amount, created_at, op_key FROM payouts WHERE op_key IN ($1, $2) ORDER BY id DESC LIMIT 1`,
+		keys.op, keys.legacyOp).Scan(&id, &account, &amount, &created, &opKey); {
+	case errors.Is(err, errNoRows):
+	case err != nil:
 		return 0, err
+	case opKey == keys.legacyOp || now.Sub(time.Unix(0, created)) < s.cfg.KeyTTL:
+		if account != in.Account || amount != in.Amount {
+			return 0, &declined{"key-reused", "Idempotency-Key reused",
+				fmt.Sprintf("the Idempotency-Key was used for payout %d, of another account or amount; nothing was done", id)}
+		}
+		return id, nil
+	default:
+		if _, err := q.exec(ctx, `UPDATE payouts SET op_key = $1 WHERE id = $2`, retiredOpKey(opKey, id), id); err != nil {
+			return 0, err
+		}
 	}
 	n, err := q.exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2 AND balance >= $1`, in.Amount, in.Account)
 	if err != nil {
@@ -239,9 +272,50 @@ func (s *Service) debit(ctx context.Context, q querier, in payoutRequest, opKey 
 	// successor) both miss the SELECT; the unique op_key fails the second
 	// insert, and its transaction, debit included, rolls back.
 	err = q.queryRow(ctx,
-		`INSERT INTO payouts (account, amount, state, created_at, op_key) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
-		in.Account, in.Amount, PayoutPending, s.cfg.Now().UTC().UnixNano(), opKey).Scan(&id)
+		`INSERT INTO payouts (account, amount, state, created_at, op_key, charge_key, seen_at) VALUES ($1, $2, $3, $4, $5, $6, $4) RETURNING id`,
+		in.Account, in.Amount, PayoutPending, now.UnixNano(), keys.op, keys.charge).Scan(&id)
 	return id, err
+}
+
+// payoutKeys are the keys of one payout: its op_key (and the one it had
+// before debitOpKey was the intent's alone) and its charge's derived key.
+type payoutKeys struct{ op, legacyOp, charge string }
+
+// retiredOpKey is the op_key of payout id once its key names a new payout:
+// unique, and never the op_key of an execution.
+func retiredOpKey(opKey string, id int64) string {
+	return opKey + ".retired." + strconv.FormatInt(id, 10)
+}
+
+// touchPayout records that an execution takes payout id up now (the
+// orphan scan leaves such a payout alone: it has a live record), and
+// returns its outcome if it is settled already: completed with its charge
+// id, or declined. A pending payout returns nil.
+func (s *Service) touchPayout(ctx context.Context, id int64) (*chargeOutcome, error) {
+	var state, charge string
+	err := s.db.pool.queryRow(ctx, `UPDATE payouts SET seen_at = $1 WHERE id = $2 RETURNING state, coalesce(provider_charge_id, '')`,
+		s.cfg.Now().UTC().UnixNano(), id).Scan(&state, &charge)
+	if err != nil {
+		return nil, fmt.Errorf("take up payout %d: %w", id, err)
+	}
+	switch state {
+	case PayoutCompleted:
+		return &chargeOutcome{ChargeID: charge}, nil
+	case PayoutDeclined:
+		return &chargeOutcome{Declined: true}, nil
+	}
+	return nil, nil
+}
+
+// payoutDeclined is the final refusal of a payout the provider declined,
+// with the provider's status when this execution saw it (0 when the
+// ledger held the decline already).
+func payoutDeclined(status int) *declined {
+	detail := "the provider declined the charge; the account was credited back"
+	if status != 0 {
+		detail = fmt.Sprintf("the provider declined the charge (status %d); the account was credited back", status)
+	}
+	return &declined{"payout-declined", "Payout declined", detail}
 }
 
 // refund credits a declined payout back and marks it declined, through q.

@@ -21,6 +21,20 @@ type provider struct {
 	backoff  time.Duration // before the second call; doubled after each
 }
 
+// newProvider returns the provider client of c. It never follows a
+// redirect: a 3xx to POST /charges is the provider's answer, and an
+// unknown outcome (see classify), never a GET of another URL whose status
+// would be taken for the charge's.
+func newProvider(c Config) *provider {
+	return &provider{
+		url: c.Provider,
+		client: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}},
+		timeout: c.ProviderTimeout, attempts: c.ProviderAttempts, backoff: 100 * time.Millisecond,
+	}
+}
+
 // chargeOutcome is a definitive answer of the provider, the output of the
 // payout's "charge" step.
 type chargeOutcome struct {
@@ -34,7 +48,8 @@ type chargeOutcome struct {
 }
 
 // errUnknownOutcome means the provider gave no definitive answer (a 5xx, a
-// timeout, a lost connection, an unreadable success): the charge may or
+// 3xx, a 202, a timeout, a lost connection, an unreadable success; see
+// classify): the charge may or
 // may not exist. It is retried with the same key and never compensated.
 var errUnknownOutcome = errors.New("the provider's answer is unknown")
 
@@ -92,21 +107,39 @@ func (p *provider) call(ctx context.Context, key string, body []byte) (chargeOut
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	st := resp.StatusCode
+	return classify(resp.StatusCode, b, err)
+}
+
+// classify turns the provider's answer to POST /charges (its status, its
+// body and the error of reading it) into a definitive outcome or the
+// reason it is unknown. The definitive answers are (docs/PAYOUTS.md, "The
+// provider's answers"):
+//
+//   - 200 or 201 with a charge id (see chargeID), read whole: charged;
+//   - a 4xx but 408, 409, 425 and 429 (see notDefinitive): declined.
+//
+// Everything else is unknown, to be asked again with the same key and
+// never compensated: a 1xx, every other 2xx (202 Accepted included), a
+// 200 or 201 without an id or cut short, a 3xx (a redirect is never
+// followed: the charge may exist whatever its target says), the 4xx of
+// notDefinitive and every 5xx.
+func classify(status int, body []byte, readErr error) (chargeOutcome, error) {
 	switch {
-	case st == http.StatusOK || st == http.StatusCreated:
-		if err != nil {
-			return chargeOutcome{}, fmt.Errorf("reading the provider's %d: %w", st, err)
+	case status == http.StatusOK || status == http.StatusCreated:
+		if readErr != nil {
+			return chargeOutcome{}, fmt.Errorf("reading the provider's %d: %w", status, readErr)
 		}
-		id, ok := chargeID(b)
+		id, ok := chargeID(body)
 		if !ok {
-			return chargeOutcome{}, fmt.Errorf("the provider answered %d without a charge id", st)
+			return chargeOutcome{}, fmt.Errorf("the provider answered %d without a charge id", status)
 		}
-		return chargeOutcome{ChargeID: id, Status: st}, nil
-	case st >= 400 && st < 500 && !notDefinitive(st):
-		return chargeOutcome{Declined: true, Status: st}, nil
+		return chargeOutcome{ChargeID: id, Status: status}, nil
+	case status >= 400 && status < 500 && !notDefinitive(status):
+		return chargeOutcome{Declined: true, Status: status}, nil
+	case status >= 300 && status < 400:
+		return chargeOutcome{}, fmt.Errorf("the provider answered %d (a redirect, not followed: the charge may exist)", status)
 	}
-	return chargeOutcome{}, fmt.Errorf("the provider answered %d", st)
+	return chargeOutcome{}, fmt.Errorf("the provider answered %d", status)
 }
 
 // notDefinitive reports the 4xx statuses that say nothing final about the

@@ -31,6 +31,11 @@ func ledgers(t *testing.T) map[string]*Database {
 	return map[string]*Database{"SQLite": SQLite(lite), "Postgres": Postgres(pg)}
 }
 
+// testKeys are the keys of a test's payout named op.
+func testKeys(op string) payoutKeys {
+	return payoutKeys{op: op, legacyOp: op + ".legacy", charge: op + ".charge"}
+}
+
 // Two executions of one payout's debit racing in two transactions (a
 // holder paused past its lease, and its successor) debit the account
 // once: the second finds the first's payout by its op_key, or its insert
@@ -53,7 +58,7 @@ func TestDebitOnceByOpKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			id, err := s.debit(ctx, first, in, "op-1")
+			id, err := s.debit(ctx, first, in, testKeys("op-1"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +78,7 @@ func TestDebitOnceByOpKey(t *testing.T) {
 					second <- result{0, err}
 					return
 				}
-				id, err := s.debit(ctx, tx, in, "op-1")
+				id, err := s.debit(ctx, tx, in, testKeys("op-1"))
 				if err == nil {
 					err = tx.commit(ctx)
 				} else {
@@ -106,8 +111,9 @@ func TestDebitOnceByOpKey(t *testing.T) {
 	}
 }
 
-// A ledger created before payouts.op_key gets the column and its unique
-// index when the service starts, and keeps its payouts.
+// A ledger created before payouts.op_key, charge_key and seen_at gets the
+// columns and their indexes when the service starts, and keeps its
+// payouts.
 func TestMigratePayoutOpKey(t *testing.T) {
 	t.Parallel()
 	old := map[string]string{
@@ -137,7 +143,7 @@ func TestMigratePayoutOpKey(t *testing.T) {
 			if err := db.pool.queryRow(ctx, `SELECT count(*) FROM payouts WHERE op_key IS NULL`).Scan(&n); err != nil || n != 2 {
 				t.Fatalf("%d old payouts without an op_key (%v), want 2", n, err)
 			}
-			ins := `INSERT INTO payouts (account, amount, state, created_at, op_key) VALUES ('alice', 3, 'pending', 3, 'k')`
+			ins := `INSERT INTO payouts (account, amount, state, created_at, op_key, charge_key, seen_at) VALUES ('alice', 3, 'pending', 3, 'k', 'ck', 3)`
 			if _, err := db.pool.exec(ctx, ins); err != nil {
 				t.Fatal(err)
 			}
@@ -171,7 +177,7 @@ func TestCompleteRefusesAChargeOfAnotherPayout(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if ids[i], err = s.debit(ctx, tx, in, op); err != nil {
+				if ids[i], err = s.debit(ctx, tx, in, testKeys(op)); err != nil {
 					t.Fatal(err)
 				}
 				if i == 0 {
@@ -194,6 +200,45 @@ func TestCompleteRefusesAChargeOfAnotherPayout(t *testing.T) {
 			var state string
 			if err := tx.queryRow(ctx, `SELECT state FROM payouts WHERE id = $1`, ids[1]).Scan(&state); err != nil || state != PayoutPending {
 				t.Fatalf("second payout: %q (%v), want pending", state, err)
+			}
+		})
+	}
+}
+
+// A payout debited while the op_key held the record's creation time (the
+// legacy key) is found by it: its re-run debits nothing, however old.
+func TestDebitFindsTheLegacyOpKey(t *testing.T) {
+	t.Parallel()
+	for name, db := range ledgers(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s, err := New(ctx, db, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.pool.exec(ctx, `INSERT INTO accounts (id, balance) VALUES ('alice', 900)`); err != nil {
+				t.Fatal(err)
+			}
+			keys := testKeys("op-1")
+			if _, err := db.pool.exec(ctx, `INSERT INTO payouts (account, amount, state, created_at, op_key) VALUES ('alice', 100, 'pending', 1, $1)`, keys.legacyOp); err != nil {
+				t.Fatal(err)
+			}
+			tx, err := db.begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := s.debit(ctx, tx, payoutRequest{Account: "alice", Amount: 100}, keys)
+			if err == nil {
+				err = tx.commit(ctx)
+			} else {
+				_ = tx.rollback(ctx)
+			}
+			var balance int64
+			if err := db.pool.queryRow(ctx, `SELECT balance FROM accounts WHERE id = 'alice'`).Scan(&balance); err != nil {
+				t.Fatal(err)
+			}
+			if err != nil || id != 1 || balance != 900 {
+				t.Fatalf("debit: payout %d, %v, balance %d; want the legacy payout 1 and no debit (900)", id, err, balance)
 			}
 		})
 	}

@@ -25,6 +25,7 @@ type payoutEnv struct {
 	client
 	prov   *fakeprovider.Provider
 	leased *idem.Leased
+	svc    *transfers.Service
 }
 
 const payer = "payer" // the bearer token, so the principal is transfers.BearerPrincipal(payer)
@@ -68,7 +69,7 @@ func setupPayouts(t *testing.T, b backend, pcfg *fakeprovider.Config, providerUR
 	}
 	srv := httptest.NewServer(svc)
 	t.Cleanup(srv.Close)
-	e := &payoutEnv{client: client{t, srv.URL}, prov: prov, leased: l}
+	e := &payoutEnv{client: client{t, srv.URL}, prov: prov, leased: l, svc: svc}
 	for _, id := range []string{"alice", "decline-bob"} {
 		if r := e.do("PUT", "/accounts/"+id, "", "", `{"balance":1000}`); r.status != 200 {
 			t.Fatalf("PUT /accounts/%s: %d %s", id, r.status, r.body)

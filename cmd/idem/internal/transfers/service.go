@@ -85,6 +85,15 @@ type Config struct {
 	// unknown (a 5xx, a timeout, a lost connection); the payout then
 	// stays pending for a retry or the completer. Defaults to 3.
 	ProviderAttempts int
+
+	// KeyTTL is how long a payout stays bound to its Idempotency-Key in
+	// the ledger: an execution that finds no leased record for the key
+	// (Redis lost it) but a payout under it younger than KeyTTL resumes
+	// that payout, and one older is taken for a payout whose record
+	// expired, so the key names a new one (docs/PAYOUTS.md, "When Redis
+	// loses a record"). Set it to the TTL of Leased's records. Defaults
+	// to idem.DefaultTTL.
+	KeyTTL time.Duration
 }
 
 // PayoutKind is the RouteOptions.Kind of POST /payouts.
@@ -148,6 +157,12 @@ func (c *Config) withDefaults() (Config, error) {
 		out.ProviderTimeout = DefaultProviderTimeout
 	}
 	switch {
+	case out.KeyTTL < 0:
+		return out, fmt.Errorf("transfers: Config.KeyTTL must not be negative, got %s", out.KeyTTL)
+	case out.KeyTTL == 0:
+		out.KeyTTL = idem.DefaultTTL
+	}
+	switch {
 	case out.ProviderAttempts < 0:
 		return out, fmt.Errorf("transfers: Config.ProviderAttempts must not be negative, got %d", out.ProviderAttempts)
 	case out.ProviderAttempts == 0:
@@ -179,10 +194,7 @@ func New(ctx context.Context, db *Database, cfg *Config) (*Service, error) {
 	}
 	s := &Service{db: db, cfg: c, slots: make(chan struct{}, c.MaxConcurrent)}
 	if c.Provider != "" {
-		s.provider = &provider{
-			url: c.Provider, client: &http.Client{}, timeout: c.ProviderTimeout,
-			attempts: c.ProviderAttempts, backoff: 100 * time.Millisecond,
-		}
+		s.provider = newProvider(c)
 		_, s.localSteps = c.Leased.Store().(idem.LeasedTxStore)
 	}
 
