@@ -8,12 +8,18 @@ import (
 )
 
 // Rule 5: a request without a key is refused with 400 and runs nothing,
-// unless the endpoint declares the key optional. An answer that is
-// another request's recorded result FAILs either way.
+// unless the endpoint declares the key optional. It carries a body of its
+// own (changeBy), and an answer that is another request's recorded result
+// FAILs either way.
 func (r *runner) missingKey(ctx context.Context) error {
+	body, what, err := changeBy(r.e.Body, 3, "-5")
+	if err != nil {
+		body, what = r.e.Body, fmt.Sprintf("the request's own body (%v)", err)
+	}
+	r.res.note("body: %s", what)
 	var x Exchange
 	delta, err := r.around(ctx, func() {
-		x = r.send(ctx, "no key", "", r.headers(false), r.e.Body)
+		x = r.send(ctx, "no key", "", r.headers(false), body)
 		r.res.note("%s", x)
 	})
 	if err != nil {
@@ -28,6 +34,8 @@ func (r *runner) missingKey(ctx context.Context) error {
 		switch {
 		case x.Error != "":
 			r.res.set(Fail, "no answer: %s", x.Error)
+		case x.ok() && r.e.Effects != nil && delta != 1:
+			r.res.set(Fail, "accepted without a key (%d), with a body no other request sent, but it made %d effects, want 1", x.Status, delta)
 		case x.ok():
 			r.res.set(Pass, "accepted without a key (%d), as declared: the key is optional, and such a request runs unprotected", x.Status)
 		case is5xx(x.Status):
