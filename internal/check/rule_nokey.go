@@ -40,7 +40,11 @@ func (r *runner) noKeyTwice(ctx context.Context) error {
 		r.res.set(Fail, "a request without a key, with a body no other request sent, was answered with another request's recorded result, that of %s (answers %d sha256 %s, %d sha256 %s): every later request without a key of this principal is lost", prev.where(), x.Status, x.Digest, y.Status, y.Digest)
 	case x.ok() && y.ok() && counted && delta == 0:
 		dup(false)
-		r.res.set(Fail, "two requests without a key, with a body no other request sent, were answered %d and %d with no effect (counted): they got another request's result, so a request without a key is lost", x.Status, y.Status)
+		whose := "another request's result"
+		if r.keyless != nil && r.keyless.ok() && x.sameAnswer(*r.keyless) {
+			whose = fmt.Sprintf("another request's result (the very answer of rule 5's request without a key, sha256 %s)", x.Digest)
+		}
+		r.res.set(Fail, "two requests without a key, with a body no other request sent, were answered %d and %d with no effect (counted): they got %s, so a request without a key is lost", x.Status, y.Status, whose)
 	case !x.ok() && !y.ok() && is4xx(x.Status) && is4xx(y.Status) && r.keyless != nil && r.keyless.ok():
 		r.res.set(Warn, "requests without a key were refused (%d, %d), although rule 5's request without a key was accepted (%d): a request without a key is refused because of an earlier one, so a second, different one is never run", x.Status, y.Status, r.keyless.Status)
 	case !x.ok() && !y.ok() && is4xx(x.Status) && is4xx(y.Status):
