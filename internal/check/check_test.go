@@ -65,9 +65,10 @@ func assertStatuses(t *testing.T, rep *check.Report, want map[int]check.Status) 
 // maxAudits is how many fixture audits TestFixtures runs at once.
 const maxAudits = 12
 
-// Each defect is caught by the rule meant for it, and no other rule
-// complains, in process and over HTTP, with a counter and without. The
-// audits run together (they mostly wait on the fixtures' holds), not
+// Each defect is caught by the rule meant for it, and every other rule
+// passes or, where the defect breaks its baseline, says so (the whole map
+// of checktest.Expected), in process and over HTTP, with a counter and
+// without. The audits run together (they mostly wait on the fixtures' holds), not
 // under t.Parallel, which would run two at a time on two cores, but at
 // most maxAudits at once: more bursts of rule 2 at once on a loaded
 // machine would spread a burst over more than a fixture's hold.
