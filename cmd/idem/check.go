@@ -24,14 +24,18 @@ any server in any language: it sends what a retrying client, concurrent
 duplicates, a careless client and a second principal send, and judges each
 answer by a rule (docs/CHECK.md):
 
-  1 retry            retry with the same key: the original answer, byte for byte
+  1 retry            retry with the same key: one effect, the original answer byte for byte
   2 concurrent       N at once with one key: one effect, the others 409 or the replay
   3 different-body   same key, one JSON member changed: 422, no effect
   4 reordered-json   same JSON reordered: the same request
   5 missing-key      no key: 400 (unless --key-optional)
-  6 malformed-key    256 characters, two lines, a list, non-ASCII: 400
-  7 other-principal  --principal2 with the same key: its own execution
-  8 no-key-twice     no key, twice: does it duplicate? (information)
+  6 malformed-key    256 characters, two lines, a list, non-ASCII: 400 (accepted and kept safe: WARN)
+  7 other-principal  --principal2 with the same key: its own execution; principal 1's answer unchanged
+  8 no-key-twice     no key, twice: does it duplicate, or get another request's result?
+
+One effect with a replayed header that differs is a WARN ("duplicate safe"),
+not a FAIL; a rule whose baseline is broken (the identical retry refused)
+is SKIP or WARN, never a PASS on no evidence.
 
 Flags may come before or after the URL, as with curl. Count effects with
 --effects-url and --effects-path, or --effects-cmd; without them effects are

@@ -71,7 +71,12 @@ func encodeObject(ms []member) []byte {
 // changeOne returns body with one member's value changed, for rule 3: the
 // first number plus one, else the first string with "-2" appended, else
 // the first boolean negated. It says what it changed.
-func changeOne(body []byte) ([]byte, string, error) {
+func changeOne(body []byte) ([]byte, string, error) { return changeBy(body, 1, "-2") }
+
+// changeBy returns body with one member's value changed: the first number
+// plus n, else the first string with suffix appended, else the first
+// boolean negated. It says what it changed.
+func changeBy(body []byte, n int64, suffix string) ([]byte, string, error) {
 	ms, err := objectMembers(body)
 	if err != nil {
 		return nil, "", err
@@ -87,11 +92,11 @@ func changeOne(body []byte) ([]byte, string, error) {
 		return nil, "", false
 	}
 	if b, what, ok := pick(func(v string) (string, bool) {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n < 1<<62 {
-			return strconv.FormatInt(n+1, 10), true
+		if i, err := strconv.ParseInt(v, 10, 64); err == nil && i < 1<<62 {
+			return strconv.FormatInt(i+n, 10), true
 		}
 		if f, err := strconv.ParseFloat(v, 64); err == nil && v != "" && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) {
-			return strconv.FormatFloat(f+1, 'g', -1, 64), true
+			return strconv.FormatFloat(f+float64(n), 'g', -1, 64), true
 		}
 		return "", false
 	}); ok {
@@ -100,7 +105,7 @@ func changeOne(body []byte) ([]byte, string, error) {
 	if b, what, ok := pick(func(v string) (string, bool) {
 		var s string
 		if strings.HasPrefix(v, `"`) && json.Unmarshal([]byte(v), &s) == nil {
-			return string(quote(s + "-2")), true
+			return string(quote(s + suffix)), true
 		}
 		return "", false
 	}); ok {

@@ -21,6 +21,14 @@ func TestChangeOne(t *testing.T) {
 			t.Errorf("changeOne(%s) = %s, %q, %v; want %s, %q", tt.in, got, what, err, tt.want, tt.what)
 		}
 	}
+	for _, tt := range []struct{ in, want string }{
+		{`{"to":"bob","amount":10}`, `{"to":"bob","amount":12}`},
+		{`{"to":"bob"}`, `{"to":"bob-8"}`},
+	} {
+		if got, _, err := changeBy([]byte(tt.in), 2, "-8"); err != nil || string(got) != tt.want {
+			t.Errorf("changeBy(%s, 2, -8) = %s, %v; want %s", tt.in, got, err, tt.want)
+		}
+	}
 	for _, in := range []string{`[1]`, `"s"`, `{"a":null,"b":[1]}`, `{"a":1`, `{"a":1} {}`, `not json`, ``} {
 		if got, _, err := changeOne([]byte(in)); err == nil {
 			t.Errorf("changeOne(%s) = %s, want an error", in, got)

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -61,10 +62,16 @@ func assertStatuses(t *testing.T, rep *check.Report, want map[int]check.Status) 
 	}
 }
 
-// Each defect is caught by the rule meant for it, and no other rule
-// complains, in process and over HTTP, with a counter and without. The
-// audits run at once (they mostly wait on the fixtures' holds), not
-// under t.Parallel, which would run two at a time on two cores.
+// maxAudits is how many fixture audits TestFixtures runs at once.
+const maxAudits = 12
+
+// Each defect is caught by the rule meant for it, and every other rule
+// passes or, where the defect breaks its baseline, says so (the whole map
+// of checktest.Expected), in process and over HTTP, with a counter and
+// without. The audits run together (they mostly wait on the fixtures' holds), not
+// under t.Parallel, which would run two at a time on two cores, but at
+// most maxAudits at once: more bursts of rule 2 at once on a loaded
+// machine would spread a burst over more than a fixture's hold.
 func TestFixtures(t *testing.T) {
 	t.Parallel()
 	type audit struct {
@@ -77,13 +84,18 @@ func TestFixtures(t *testing.T) {
 	}
 	var audits []*audit
 	var wg sync.WaitGroup
+	slots := make(chan struct{}, maxAudits)
 	for _, d := range checktest.Defects {
 		for _, network := range []bool{false, true} {
 			for _, counted := range []bool{true, false} {
 				s, doer, e := setup(t, checktest.Config{Defect: d}, network, counted)
 				a := &audit{name: fmt.Sprintf("%s/network=%v/counted=%v", d, network, counted), defect: d, counted: counted, server: s}
 				audits = append(audits, a)
-				wg.Go(func() { a.rep, a.err = check.Run(context.Background(), doer, e) })
+				wg.Go(func() {
+					slots <- struct{}{}
+					defer func() { <-slots }()
+					a.rep, a.err = check.Run(context.Background(), doer, e)
+				})
 			}
 		}
 	}
@@ -134,6 +146,102 @@ func TestFailureReasons(t *testing.T) {
 				t.Errorf("rule %d without evidence: %+v", tt.rule, res)
 			}
 		})
+	}
+}
+
+// A verdict other than PASS says exactly what differs, with evidence,
+// counted and inferred: a lost header names it and both values (and no
+// identical hashes as a difference), a broken baseline says which.
+func TestVerdictReasons(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		defect  checktest.Defect
+		rule    int
+		counted bool
+		want    []string
+	}{
+		{checktest.ReplayDropsLocation, 1, true, []string{"duplicate safe: one effect (counted)", `header Location "/payments/`, `", then absent`}},
+		{checktest.ReplayDropsLocation, 1, false, []string{"duplicate safe: one effect (inferred)", `header Location "/payments/`, `", then absent`}},
+		{checktest.ReplayDropsLocation, 2, true, []string{"duplicate safe: one effect (counted)", `", then absent (19 of 19 replays)`}},
+		{checktest.UpsertAcrossPrincipals, 7, true, []string{"first principal's retry ran again", "+3 over the rule, want +2", "body sha256"}},
+		{checktest.UpsertAcrossPrincipals, 7, false, []string{"first principal's retry ran again", "inferred", "body sha256"}},
+		{checktest.RefuseRetries, 3, true, []string{"refused (422), but so was the identical retry (422, the same bytes)"}},
+		{checktest.RefuseRetries, 4, true, []string{"the identical retry was refused (422)"}},
+		{checktest.RefuseRetries, 7, true, []string{"even before the second principal (422"}},
+		{checktest.KeylessPerPrincipal, 8, true, []string{"with no effect (counted)", "another request's result"}},
+		{checktest.KeylessPerPrincipal, 8, false, []string{`another request's recorded result, that of rule 5's request "no key"`}},
+		{checktest.AnyKey, 6, true, []string{"256 characters: accepted (201), its retry replayed, one effect (counted)", "non-ASCII: accepted"}},
+	} {
+		t.Run(fmt.Sprintf("%s/rule%d/counted=%v", tt.defect, tt.rule, tt.counted), func(t *testing.T) {
+			t.Parallel()
+			_, d, e := setup(t, checktest.Config{Defect: tt.defect}, false, tt.counted)
+			rep := run(t, d, e)
+			res := rep.Results[tt.rule-1]
+			for _, w := range tt.want {
+				if !strings.Contains(res.Reason, w) {
+					t.Errorf("rule %d's reason %q lacks %q", tt.rule, res.Reason, w)
+				}
+			}
+			for _, x := range res.Exchanges {
+				if strings.Contains(res.Reason, fmt.Sprintf("%s, then %s", x.Digest, x.Digest)) {
+					t.Errorf("rule %d's reason %q names one hash as a difference", tt.rule, res.Reason)
+				}
+			}
+		})
+	}
+}
+
+// takeover is the Correct fixture behind a layer that hands a key to the
+// last principal that used it: the first principal's retry after the
+// second's is refused with 409.
+type takeover struct {
+	next  http.Handler
+	mu    sync.Mutex
+	users map[string][]string // key → principals, in order of first use
+}
+
+func (h *takeover) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	k, p := r.Header.Get("Idempotency-Key"), r.Header.Get("Authorization")
+	if k != "" && r.Method == http.MethodPost {
+		h.mu.Lock()
+		us := h.users[k]
+		refused := slices.Contains(us, p) && us[len(us)-1] != p
+		if !slices.Contains(us, p) {
+			h.users[k] = append(us, p)
+		}
+		h.mu.Unlock()
+		if refused {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "key in use by another principal", http.StatusConflict)
+			return
+		}
+	}
+	h.next.ServeHTTP(w, r)
+}
+
+// A refusal of the first principal's retry after the second principal
+// used the key is a FAIL: its retry before got the replay.
+func TestOtherPrincipalRefusalFails(t *testing.T) {
+	t.Parallel()
+	for _, counted := range []bool{true, false} {
+		h := &takeover{next: checktest.New(checktest.Config{}), users: map[string][]string{}}
+		d := check.HandlerDoer(h)
+		e := check.Endpoint{
+			URL:        "/payments",
+			Header:     http.Header{"Authorization": {"Bearer alice"}},
+			Body:       []byte(`{"to":"bob","amount":10}`),
+			Principal2: http.Header{"Authorization": {"Bearer bob"}},
+		}
+		if counted {
+			e.Effects = check.URLCounter(d, "/payments/count", nil, "count")
+		}
+		rep := run(t, d, e)
+		want := checktest.Expected(checktest.Correct)
+		want[7] = check.Fail
+		assertStatuses(t, rep, want)
+		if r := rep.Results[6].Reason; !strings.Contains(r, "status 201, then 409") {
+			t.Errorf("counted=%v: rule 7's reason %q does not name the refusal", counted, r)
+		}
 	}
 }
 
@@ -326,8 +434,8 @@ func TestWriteText(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"idem check payments: POST /payments", "RULE", "STATUS", "1 retry", "FAIL", "2 concurrent", "PASS",
-		"summary: 8 rules: 7 PASS, 1 FAIL, 0 WARN, 0 SKIP; effects caused: ",
-		"total: 2 endpoints: 14 PASS, 2 FAIL", "effects: ",
+		"summary: 8 rules: 5 PASS, 1 FAIL, 1 WARN, 1 SKIP; effects caused: ",
+		"total: 2 endpoints: 10 PASS, 2 FAIL", "effects: ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)

@@ -46,7 +46,10 @@ type Exchange struct {
 	// Error is why there was no answer.
 	Error string `json:"error,omitempty"`
 
-	sum [sha256.Size]byte // of status, Location and body: what a replay repeats
+	sum    [sha256.Size]byte // of status, Location and body
+	answer [sha256.Size]byte // of status and body: what a replay repeats byte for byte
+	body   [sha256.Size]byte // of the body
+	header http.Header       // the answer's headers, for replay fidelity
 }
 
 func newExchange(label, key string, res *Response, err error, start, took time.Duration) Exchange {
@@ -62,10 +65,16 @@ func newExchange(label, key string, res *Response, err error, start, took time.D
 	x.Replayed = res.Header.Get("Idempotent-Replayed")
 	x.RetryAfter = res.Header.Get("Retry-After")
 	x.Location = res.Header.Get("Location")
+	x.header = res.Header.Clone()
+	x.body = body
 	h := sha256.New()
 	fmt.Fprintf(h, "%d\n%s\n", res.Status, x.Location)
 	h.Write(body[:])
 	h.Sum(x.sum[:0])
+	h.Reset()
+	fmt.Fprintf(h, "%d\n", res.Status)
+	h.Write(body[:])
+	h.Sum(x.answer[:0])
 	return x
 }
 
@@ -80,6 +89,12 @@ func (x Exchange) marked() bool { return strings.EqualFold(x.Replayed, "true") }
 // same reports whether two answers are the same response: status,
 // Location and body.
 func (x Exchange) same(y Exchange) bool { return x.Error == "" && y.Error == "" && x.sum == y.sum }
+
+// sameAnswer reports whether two answers have the same status and body,
+// byte for byte, whatever their headers.
+func (x Exchange) sameAnswer(y Exchange) bool {
+	return x.Error == "" && y.Error == "" && x.answer == y.answer
+}
 
 // String is the exchange as one line of evidence.
 func (x Exchange) String() string {

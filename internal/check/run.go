@@ -20,7 +20,7 @@ func Run(ctx context.Context, d Doer, e Endpoint) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{d: d, e: e, seen: map[[32]byte]bool{}}
+	r := &runner{d: d, e: e}
 	rep := &Report{Name: e.Name, Method: e.Method, URL: e.URL, KeyHeader: e.KeyHeader, Counted: e.Effects != nil}
 	start := time.Now()
 	defer func() { rep.Millis = ms(time.Since(start)) }()
@@ -48,7 +48,7 @@ func Run(ctx context.Context, d Doer, e Endpoint) (*Report, error) {
 			continue
 		}
 		t0 := time.Now()
-		r.res, r.t0, r.window = &res, t0, ""
+		r.res, r.rule, r.t0, r.window = &res, rule.n, t0, ""
 		if err := rule.run(r, ctx); err != nil {
 			rep.Error = fmt.Sprintf("rule %d: %v", rule.n, err)
 			res.set(Skip, "stopped: %v", err)
@@ -76,27 +76,90 @@ func Run(ctx context.Context, d Doer, e Endpoint) (*Report, error) {
 type runner struct {
 	d Doer
 	e Endpoint
-	// distinct is whether two executions answer different bodies, so that
-	// answers tell executions apart (inferred mode only).
-	distinct bool
+	// distinct is whether two executions answer differently (status,
+	// Location or body), so that answers tell executions apart, and
+	// bodyDistinct whether their status and body alone do (inferred mode
+	// only; see runID).
+	distinct, bodyDistinct bool
 
 	mu       sync.Mutex
-	seen     map[[32]byte]bool // distinct 2xx answers not marked as replays
-	unmarked int64             // 2xx answers not marked as replays
+	accepted []acceptedAnswer // every 2xx answer of the audit, in order
+
+	// keyless is rule 5's request without a key, for rule 8.
+	keyless *Exchange
 
 	res    *Result // the rule running
+	rule   int     // its number, 0 for the probe
 	t0     time.Time
 	window string // which requests the rule's effects figures span, if not all
 }
 
-// inferred is the estimate of the effects caused, without a counter.
+// acceptedAnswer is a 2xx answer and the request it answered.
+type acceptedAnswer struct {
+	rule int
+	x    Exchange
+}
+
+// runID is what identifies an execution by its answer, without a
+// counter: the status and body when they told the probe's two executions
+// apart (then a replay that changes a header is still one execution),
+// else the status, Location and body.
+func (r *runner) runID(x Exchange) [32]byte {
+	if r.bodyDistinct {
+		return x.answer
+	}
+	return x.sum
+}
+
+// sameRun reports whether two answers are, inferred from them, one
+// execution.
+func (r *runner) sameRun(x, y Exchange) bool {
+	return x.Error == "" && y.Error == "" && r.runID(x) == r.runID(y)
+}
+
+// inferred is the estimate of the effects caused, without a counter: the
+// distinct 2xx answers not marked as replays when answers tell
+// executions apart, else every 2xx answer not marked as a replay.
 func (r *runner) inferred() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.distinct {
-		return int64(len(r.seen))
+	seen := map[[32]byte]bool{}
+	var unmarked int64
+	for _, a := range r.accepted {
+		if !a.x.marked() {
+			seen[r.runID(a.x)] = true
+			unmarked++
+		}
 	}
-	return r.unmarked
+	if r.distinct {
+		return int64(len(seen))
+	}
+	return unmarked
+}
+
+// earlier returns a 2xx answer sent before the running rule that is, by
+// its answer, the same execution as x: another request's recorded
+// result. It needs answers that tell executions apart.
+func (r *runner) earlier(x Exchange) (acceptedAnswer, bool) {
+	if !r.distinct || !x.ok() {
+		return acceptedAnswer{}, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range r.accepted {
+		if a.rule != r.rule && r.runID(a.x) == r.runID(x) {
+			return a, true
+		}
+	}
+	return acceptedAnswer{}, false
+}
+
+// where names an earlier answer: "rule 5's no key" or "the probe's probe".
+func (a acceptedAnswer) where() string {
+	if a.rule == 0 {
+		return fmt.Sprintf("the probe (sha256 %s)", a.x.Digest)
+	}
+	return fmt.Sprintf("rule %d's request %q (sha256 %s)", a.rule, a.x.Label, a.x.Digest)
 }
 
 // key returns a fresh random key.
@@ -132,9 +195,8 @@ func (r *runner) send(ctx context.Context, label, keyShown string, h http.Header
 	x := newExchange(label, keyShown, res, err, start.Sub(r.t0), took)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if x.ok() && !x.marked() {
-		r.seen[x.sum] = true
-		r.unmarked++
+	if x.ok() {
+		r.accepted = append(r.accepted, acceptedAnswer{r.rule, x})
 	}
 	if r.res != nil {
 		r.res.Exchanges = append(r.res.Exchanges, x)
@@ -207,10 +269,13 @@ func (r *runner) probe(ctx context.Context, rep *Report) error {
 	if !y.ok() {
 		return fmt.Errorf("the endpoint accepted the request once, then answered %s", y)
 	}
-	r.distinct = !x.same(y)
-	if r.distinct {
-		rep.Effects = "inferred from the answers: two executions under two keys answered different bodies, so an identical answer is taken for a replay and a different one for an execution (weaker than a counter: a server that re-executes and answers the first body looks like a replay)"
-	} else {
+	r.distinct, r.bodyDistinct = !x.same(y), !x.sameAnswer(y)
+	switch {
+	case r.bodyDistinct:
+		rep.Effects = "inferred from the answers: two executions under two keys answered different bodies, so an answer with the same status and body is taken for a replay (a header that differs is a defect of fidelity) and a different one for an execution (weaker than a counter: a server that re-executes and answers the first body looks like a replay)"
+	case r.distinct:
+		rep.Effects = "inferred from the answers: two executions under two keys answered the same status and body but another Location, so only an identical answer (status, Location, body) is taken for a replay, and one with another Location for an execution (weaker than a counter)"
+	default:
 		rep.Effects = "inferred from the answers, weakly: two executions under two keys answered the same bytes, so only Idempotent-Replayed: true can tell a replay from a re-execution; give an effects counter"
 	}
 	return nil

@@ -60,15 +60,38 @@ const (
 	// RawFingerprint compares request bodies byte for byte: the same JSON
 	// with members in another order is refused with 422.
 	RawFingerprint Defect = "raw-fingerprint"
+	// UpsertAcrossPrincipals keys records by key alone and, when another
+	// principal's record holds the key, runs the request again and
+	// overwrites the record: each principal's request runs, but the first
+	// principal's retry after the second's runs again too.
+	UpsertAcrossPrincipals Defect = "upsert-across-principals"
+	// RefuseRetries refuses every request whose key has a record with 422
+	// "key already used", the identical retry too.
+	RefuseRetries Defect = "refuse-retries"
+	// ReplayDropsLocation replays the status and body (marked) but not the
+	// Location header, and lets a duplicate that meets the execution in
+	// flight wait for it and get the replay: one effect, a header lost.
+	ReplayDropsLocation Defect = "replay-drops-location"
+	// KeylessPerPrincipal takes a request without a key for the
+	// principal's one key-less request: the first runs, and every later
+	// one, whatever its body, gets the first one's recorded answer.
+	KeylessPerPrincipal Defect = "keyless-per-principal"
+	// AnyKey accepts any key string (256 characters, several header lines
+	// joined, a list, non-ASCII) and keeps it safe: records, replays and
+	// refuses as Correct does.
+	AnyKey Defect = "any-key"
 )
 
 // Defects is every fixture, Correct first.
-var Defects = []Defect{Correct, SeparateTx, CheckThenInsert, GlobalNamespace, Conflict409, RawFingerprint}
+var Defects = []Defect{Correct, SeparateTx, CheckThenInsert, GlobalNamespace, Conflict409, RawFingerprint,
+	UpsertAcrossPrincipals, RefuseRetries, ReplayDropsLocation, KeylessPerPrincipal, AnyKey}
 
 // Expected returns the verdict of each rule for an audit of the fixture
 // with a second principal, the key required, and either an effects
 // counter or bodies that tell executions apart: the defect is caught by
-// its rule and no other rule complains.
+// its rule, and the other rules pass, except those whose baseline the
+// defect breaks, which say so (SKIP or WARN) rather than pass on no
+// evidence.
 func Expected(d Defect) map[int]check.Status {
 	m := map[int]check.Status{}
 	for n := 1; n <= 8; n++ {
@@ -77,12 +100,25 @@ func Expected(d Defect) map[int]check.Status {
 	switch d {
 	case SeparateTx, CheckThenInsert:
 		m[2] = check.Fail
-	case GlobalNamespace:
+	case GlobalNamespace, UpsertAcrossPrincipals:
 		m[7] = check.Fail
 	case Conflict409:
-		m[1] = check.Fail
+		// A retry is refused: rule 4's identical retry is no replay to
+		// compare with, and rule 7's first principal is refused before
+		// the second principal comes.
+		m[1], m[4], m[7] = check.Fail, check.Skip, check.Warn
+	case RefuseRetries:
+		// Likewise, and rule 3's different body is refused exactly as the
+		// identical retry is; the concurrent duplicates get 422.
+		m[1], m[2], m[3], m[4], m[7] = check.Fail, check.Warn, check.Skip, check.Skip, check.Warn
 	case RawFingerprint:
 		m[4] = check.Warn
+	case ReplayDropsLocation:
+		m[1], m[2] = check.Warn, check.Warn
+	case KeylessPerPrincipal:
+		m[5], m[8] = check.Fail, check.Fail
+	case AnyKey:
+		m[6] = check.Warn
 	}
 	return m
 }
@@ -117,8 +153,10 @@ type Server struct {
 type recordKey struct{ scope, key string }
 
 type record struct {
+	principal   string
 	fingerprint string
 	done        bool
+	ready       chan struct{} // closed when done, on the default path
 	answer      answer
 }
 
@@ -196,6 +234,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	values := r.Header.Values("Idempotency-Key")
 	switch {
+	case len(values) == 0 && s.cfg.Defect == KeylessPerPrincipal:
+		s.keyless(w, principal, in.To, in.Amount)
+		return
 	case len(values) == 0 && s.cfg.KeyOptional:
 		s.mu.Lock()
 		a := s.pay(in.To, in.Amount)
@@ -205,26 +246,35 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	case len(values) == 0:
 		problem(w, http.StatusBadRequest, "Idempotency-Key is required")
 		return
-	case len(values) > 1:
+	case len(values) > 1 && s.cfg.Defect != AnyKey:
 		problem(w, http.StatusBadRequest, "one Idempotency-Key, please")
 		return
 	}
-	key, err := idem.ParseKey(values[0])
-	if err != nil {
-		problem(w, http.StatusBadRequest, err.Error())
-		return
+	key := strings.Join(values, ", ")
+	if s.cfg.Defect != AnyKey {
+		if key, err = idem.ParseKey(values[0]); err != nil {
+			problem(w, http.StatusBadRequest, err.Error())
+			return
+		}
 	}
 	fp := sha256.Sum256(canonical)
 	if s.cfg.Defect == RawFingerprint {
 		fp = sha256.Sum256(body)
 	}
 	rk := recordKey{principal, key}
-	if s.cfg.Defect == GlobalNamespace {
+	if s.cfg.Defect == GlobalNamespace || s.cfg.Defect == UpsertAcrossPrincipals {
 		rk.scope = ""
 	}
 	s.mu.Lock()
 	s.arrive(rk) // with the check, so that no holder finishes in between
-	if rec := s.records[rk]; rec != nil {
+	rec := s.records[rk]
+	if rec != nil && !rec.done && rec.ready != nil && s.cfg.Defect == ReplayDropsLocation {
+		// This server lets a duplicate wait for the execution in flight.
+		s.mu.Unlock()
+		<-rec.ready
+		s.mu.Lock()
+	}
+	if rec != nil && !(s.cfg.Defect == UpsertAcrossPrincipals && rec.principal != principal) {
 		s.existing(w, rec, string(fp[:]))
 		s.mu.Unlock()
 		return
@@ -252,13 +302,14 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	default:
 		// The key is taken (a row lock, say) before the work, and the
 		// effect and the answer are recorded with it.
-		rec := &record{fingerprint: string(fp[:])}
+		rec := &record{principal: principal, fingerprint: string(fp[:]), ready: make(chan struct{})}
 		s.records[rk] = rec
 		s.mu.Unlock()
 		s.hold(rk)
 		s.mu.Lock()
 		a := s.pay(in.To, in.Amount)
 		rec.done, rec.answer = true, a
+		close(rec.ready)
 		s.mu.Unlock()
 		write(w, a, false)
 	}
@@ -267,6 +318,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 // existing answers a request whose key has a record; s.mu is held.
 func (s *Server) existing(w http.ResponseWriter, rec *record, fp string) {
 	switch {
+	case s.cfg.Defect == RefuseRetries:
+		problem(w, http.StatusUnprocessableEntity, "this key was already used")
 	case rec.fingerprint != fp:
 		problem(w, http.StatusUnprocessableEntity, "this key was used with another request")
 	case !rec.done:
@@ -274,9 +327,28 @@ func (s *Server) existing(w http.ResponseWriter, rec *record, fp string) {
 		problem(w, http.StatusConflict, "a request with this key is in progress")
 	case s.cfg.Defect == Conflict409:
 		problem(w, http.StatusConflict, "already processed")
+	case s.cfg.Defect == ReplayDropsLocation:
+		a := rec.answer
+		a.location = ""
+		write(w, a, true)
 	default:
 		write(w, rec.answer, true)
 	}
+}
+
+// keyless answers a request without a key for KeylessPerPrincipal: the
+// principal's first one runs, every later one gets its answer.
+func (s *Server) keyless(w http.ResponseWriter, principal, to string, amount int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rk := recordKey{scope: principal} // a parsed key is never empty
+	if rec := s.records[rk]; rec != nil {
+		write(w, rec.answer, true)
+		return
+	}
+	a := s.pay(to, amount)
+	s.records[rk] = &record{principal: principal, done: true, answer: a}
+	write(w, a, false)
 }
 
 // pay makes one payment; s.mu is held.
