@@ -246,15 +246,24 @@ func TestPayoutE2ECrashResumed(t *testing.T) {
 					// the completer's completion (lease 2 s, interval 500 ms).
 					t.Logf("recovered by the completer alone %s after the kill", time.Since(killed).Round(10*time.Millisecond))
 					p := checkReconciled(t, s, prov, key)
-					req, _ := http.NewRequest("POST", "http://"+s.addr+"/payouts", strings.NewReader(payoutBody()))
-					req.Header.Set("Idempotency-Key", key)
-					res, err := http.DefaultClient.Do(req)
-					if err != nil {
-						t.Fatal(err)
-					}
+					// The ledger shows the payout completed a moment before
+					// the completer completes its record: until then a retry
+					// is refused as in flight (409), as the contract says.
+					var res *http.Response
 					var got e2ePayout
-					err = json.NewDecoder(res.Body).Decode(&got)
-					res.Body.Close()
+					var err error
+					waitFor(t, "the retry answered other than 409 in flight", func() bool {
+						req, _ := http.NewRequest("POST", "http://"+s.addr+"/payouts", strings.NewReader(payoutBody()))
+						req.Header.Set("Idempotency-Key", key)
+						res, err = http.DefaultClient.Do(req)
+						if err != nil {
+							t.Fatal(err)
+						}
+						got = e2ePayout{}
+						err = json.NewDecoder(res.Body).Decode(&got)
+						res.Body.Close()
+						return res.StatusCode != http.StatusConflict
+					})
 					if err != nil || res.StatusCode != 201 || res.Header.Get("Idempotent-Replayed") != "true" || got.ID != p.ID || got.ProviderChargeID != p.ProviderChargeID {
 						t.Fatalf("retry after the completer: %d %+v (replayed %q), want the completer's 201 replayed", res.StatusCode, got, res.Header.Get("Idempotent-Replayed"))
 					}
