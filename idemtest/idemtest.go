@@ -16,22 +16,28 @@
 //		})
 //	}
 //
-// The rules:
+// The rules, in short (docs/CHECK.md says what each needs for PASS,
+// WARN, FAIL and SKIP):
 //
-//  1. Retry with the same key: the original status and body byte for
-//     byte, one effect, Idempotent-Replayed: true (WARN if absent).
+//  1. Retry with the same key: one effect, the original status and body
+//     byte for byte; a header that differs, or no Idempotent-Replayed,
+//     is a WARN (duplicate safe, replay not faithful).
 //  2. Concurrent duplicates (Concurrency requests, one key, released
 //     together): one effect; the others 409 with Retry-After (WARN if
 //     absent) or the replay; no 5xx.
-//  3. Same key, different body: 422 (another 4xx is a WARN), no effect.
+//  3. Same key, different body: 422 (another 4xx is a WARN), no effect;
+//     SKIP when the identical retry is refused just the same.
 //  4. Same JSON, members reordered, other whitespace: answered as an
-//     identical retry; a 4xx is a WARN.
+//     identical retry; a 4xx is a WARN; SKIP when the identical retry is
+//     refused.
 //  5. Missing key: 400 (a 2xx when KeyOptional).
 //  6. Malformed keys (256 characters, two header lines, a list,
-//     non-ASCII): 400, no effect.
-//  7. Another principal, same key, same body: its own execution.
-//  8. No key, twice: whether the handler duplicates then (information:
-//     WARN, never FAIL).
+//     non-ASCII): 400, no effect; one accepted and kept safe is a WARN,
+//     one that runs again or is not replayed a FAIL.
+//  7. Another principal, same key, same body: its own execution, and
+//     principal 1's retry afterwards still its original answer.
+//  8. No key, twice: duplicating is a WARN; an answer taken from another
+//     request's record is a FAIL.
 //
 // Without Effects, executions are inferred from the answers (distinct 2xx
 // bodies and Location headers, the replay marker), which is weaker: give a
