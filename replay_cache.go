@@ -24,11 +24,12 @@ const DefaultReplayCacheBytes = 32 << 20
 // list element.
 var replayEntryFixed = int64(allocSize(int(unsafe.Sizeof(replayEntry{}))) + allocSize(int(unsafe.Sizeof(list.Element{}))))
 
-// mapSlotCost is what the cache counts for each slot of its map: the key
-// and the value at the lowest load a Go map falls to once it has doubled
-// (under half full), with its control bytes. A Go map keeps what it grew
-// to when entries are deleted, so the cache counts the most entries its
-// map has held, not the entries it holds now (see shrink).
+// mapSlotCost is what the cache counts for each entry of its map: three
+// times the key and the value, since a Go map is between 7/16 and 7/8
+// full (it doubles once full), has a control byte per slot, and its large
+// tables are rounded up to whole pages. A Go map keeps what it grew to
+// when entries are deleted, so the cache counts the most entries its map
+// has held, not the entries it holds now (see maybeShrink).
 const mapSlotCost = int64(3 * (unsafe.Sizeof(slotKey{}) + unsafe.Sizeof(uintptr(0))))
 
 // shrinkMin is the fewest slots worth rebuilding the map for.
@@ -105,10 +106,11 @@ func (c *replayCache) put(rec *Record, now time.Time) {
 	if rec.State != StateCompleted || !now.Before(rec.ExpiresAt) {
 		return
 	}
-	if entryBytes(rec)+replayEntryFixed+mapSlotCost > c.max {
+	n := entryBytes(rec)
+	if n+replayEntryFixed+mapSlotCost > c.max {
 		return // too large: not even worth copying
 	}
-	e := newReplayEntry(rec)
+	e := newReplayEntry(rec, n)
 	if e.size+mapSlotCost > c.max {
 		return
 	}
@@ -166,12 +168,13 @@ func entryBytes(rec *Record) int64 {
 	return int64(len(rec.Scope) + len(rec.Key) + len(rec.Fingerprint) + len(rec.Result.Body) + headerLen(rec.Result.Header))
 }
 
-// newReplayEntry copies rec into an entry whose bytes are one string, and
-// sizes it: the entry, its list element, and the string's allocation.
-func newReplayEntry(rec *Record) *replayEntry {
+// newReplayEntry copies rec into an entry whose bytes are one string, of
+// n bytes (entryBytes), and sizes it: the entry, its list element, and the
+// string's allocation.
+func newReplayEntry(rec *Record, n int64) *replayEntry {
 	r := &rec.Result
 	var b strings.Builder
-	b.Grow(int(entryBytes(rec)))
+	b.Grow(int(n))
 	b.WriteString(rec.Scope)
 	b.WriteString(rec.Key)
 	b.WriteString(rec.Fingerprint)
