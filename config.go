@@ -24,8 +24,11 @@ type Config struct {
 	// ReplayCacheBytes bounds the replay cache: recent completed records
 	// kept in memory, so that a retry is replayed (or refused as a
 	// mismatch) without a store call, never at or past the record's
-	// ExpiresAt by Now (docs/DESIGN.md#in-process). A negative value turns
-	// the cache off: every call goes to the store. Defaults to
+	// ExpiresAt by Now (docs/DESIGN.md#in-process). The bytes counted are
+	// those the cache takes on the heap: each entry's scope, key,
+	// fingerprint, body and header, the entry itself and its place in the
+	// cache's map, as the allocator rounds them. A negative value turns the
+	// cache off: every call goes to the store. Defaults to
 	// DefaultReplayCacheBytes (32 MiB).
 	ReplayCacheBytes int64
 

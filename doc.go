@@ -48,12 +48,12 @@
 //
 // A Guard gives two of these answers from memory, without a store call: a
 // replay (or [ErrMismatch]) of a record it recently committed or read,
-// from a cache bounded by [Config.ReplayCacheBytes] and never past the
-// record's expiry, and [ErrInFlight] for a key it is running itself. Both
-// are answers the store would give: a completed record is final until it
-// expires, so the cache is right on any number of processes. [Guard.Stats]
-// counts them, and [WithCallInfo] tells a caller which answer came from
-// where.
+// from a cache bounded by [Config.ReplayCacheBytes] (the heap it takes)
+// and never past the record's expiry, and [ErrInFlight] for a key it is
+// running itself. Both are answers the store would give: a completed
+// record is final until it expires, so the cache is right on any number
+// of processes. [Guard.Stats] counts them, and [WithCallInfo] tells a
+// caller which answer came from where.
 //
 // # When not to use it
 //

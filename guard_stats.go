@@ -15,7 +15,8 @@ type GuardStats struct {
 	// not (or no longer) cached.
 	ReplayCacheMisses uint64
 	// ReplayCacheEntries and ReplayCacheBytes are the cache's contents now,
-	// as counted against Config.ReplayCacheBytes.
+	// as counted against Config.ReplayCacheBytes: the heap the cache
+	// takes, its map included.
 	ReplayCacheEntries int
 	ReplayCacheBytes   int64
 	// LocalInFlight counts the calls refused with ErrInFlight because this

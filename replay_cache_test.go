@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -322,5 +325,186 @@ func TestReplayCacheUnderConcurrency(t *testing.T) {
 	}
 	if st := g.Stats(); st.ReplayCacheBytes > 4<<10 || st.ReplayCacheHits == 0 {
 		t.Errorf("Stats = %+v: want hits, and at most 4 KiB held", st)
+	}
+}
+
+// discardStore keeps nothing: every Begin finds no record and every Commit
+// succeeds, so that after a call only the Guard's cache holds its record.
+type discardStore struct{}
+
+func (discardStore) Begin(context.Context, *idem.BeginParams) (*idem.Record, idem.Tx, error) {
+	return nil, discardTx{}, nil
+}
+
+type discardTx struct{}
+
+func (discardTx) Handle() any                                      { return nil }
+func (discardTx) Commit(context.Context, *idem.CommitParams) error { return nil }
+func (discardTx) Rollback(context.Context) error                   { return nil }
+
+// heapAlloc is the live heap after a full collection.
+func heapAlloc() int64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// randomString returns n bytes of printable ASCII.
+func randomString(r *rand.Rand, n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte('!' + r.IntN(94))
+	}
+	return string(b)
+}
+
+// filler returns n bytes, of no interest but their number.
+func filler(n int) []byte { return bytes.Repeat([]byte{'b'}, n) }
+
+// randomResult returns a result of a random shape: no body, an empty or
+// small one, now and then one of 1 to 40 KiB (a large object, over 32
+// KiB, now and then); no header, an empty one, or up to 6 names of 1 to 3
+// values, one of them now and then with none.
+func randomResult(r *rand.Rand, i int) idem.Result {
+	res := idem.Result{Status: 200 + r.IntN(300)}
+	switch p := r.IntN(20); {
+	case p == 0:
+	case p == 1:
+		res.Body = []byte{}
+	case p < 4:
+		res.Body = filler(1<<10 + r.IntN(40<<10))
+	default:
+		res.Body = filler(1 + r.IntN(600))
+	}
+	switch p := r.IntN(10); {
+	case p == 0:
+	case p == 1:
+		res.Header = map[string][]string{}
+	default:
+		res.Header = map[string][]string{}
+		for j := range 1 + r.IntN(6) {
+			values := make([]string, r.IntN(4))
+			for v := range values {
+				values[v] = randomString(r, 1+r.IntN(80))
+			}
+			res.Header["X-H"+strconv.Itoa(j)+"-"+randomString(r, r.IntN(20))] = values
+		}
+	}
+	return res
+}
+
+// The cache's own count of its bytes (GuardStats.ReplayCacheBytes, what
+// Config.ReplayCacheBytes bounds) is at least what it adds to the heap,
+// measured after a full collection, for entries of every shape: tiny
+// records (where the per-entry structures are all there is), records of
+// varied keys, scopes, headers and bodies up to large objects, and a
+// bounded cache whose map held many more entries than it holds now. The
+// count may be over by up to 30% (it counts the map at its emptiest load)
+// and under by at most 1% plus 64 KiB of noise.
+//
+// Not parallel: it measures the whole heap.
+func TestReplayCacheCountsWhatItHolds(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name  string
+		limit int64
+		fill  func(r *rand.Rand, i int) (idem.Request, idem.Result)
+		n     int
+	}{
+		{"TinyRecords", 1 << 40, func(r *rand.Rand, i int) (idem.Request, idem.Result) {
+			return idem.Request{Scope: "s", Key: "k" + strconv.Itoa(i), Fingerprint: "f"}, idem.Result{Status: 201}
+		}, 100_000},
+		{"VariedRecords", 1 << 40, func(r *rand.Rand, i int) (idem.Request, idem.Result) {
+			req := idem.Request{
+				Scope:       "tenant-" + strconv.Itoa(r.IntN(50)) + randomString(r, r.IntN(30)),
+				Key:         strconv.Itoa(i) + "-" + randomString(r, r.IntN(200)),
+				Fingerprint: randomString(r, 64),
+			}
+			return req, randomResult(r, i)
+		}, 10_000},
+		// The map keeps the size it grew to: after 80,000 tiny records,
+		// 25,000 of a few hundred bytes, then 5,000 of a few KiB.
+		{"BoundedAfterManyTinyRecords", 12 << 20, func(r *rand.Rand, i int) (idem.Request, idem.Result) {
+			req := idem.Request{Scope: "s", Key: "k" + strconv.Itoa(i), Fingerprint: "f"}
+			switch {
+			case i < 80_000:
+				return req, idem.Result{Status: 201}
+			case i < 105_000:
+				return req, idem.Result{Status: 201, Body: filler(100 + r.IntN(400))}
+			}
+			return req, idem.Result{Status: 201, Body: filler(2<<10 + r.IntN(6<<10))}
+		}, 110_000},
+		{"BoundedMapNotShrunk", 12 << 20, func(r *rand.Rand, i int) (idem.Request, idem.Result) {
+			req := idem.Request{Scope: "s", Key: "k" + strconv.Itoa(i), Fingerprint: "f"}
+			if i < 80_000 {
+				return req, idem.Result{Status: 201}
+			}
+			return req, idem.Result{Status: 201, Body: filler(100 + r.IntN(400))}
+		}, 105_000},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(1, uint64(tt.n)))
+			before := heapAlloc()
+			g, err := idem.New(discardStore{}, &idem.Config{ReplayCacheBytes: tt.limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range tt.n {
+				req, res := tt.fill(r, i)
+				if _, _, err := g.Do(ctx, req, func(context.Context) (idem.Result, error) { return res, nil }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			measured := heapAlloc() - before
+			st := g.Stats()
+			runtime.KeepAlive(g)
+			t.Logf("%d entries: counted %d bytes, measured %d (%.3f)", st.ReplayCacheEntries, st.ReplayCacheBytes, measured, float64(st.ReplayCacheBytes)/float64(measured))
+			if st.ReplayCacheBytes > tt.limit {
+				t.Errorf("counted %d bytes, over the bound %d", st.ReplayCacheBytes, tt.limit)
+			}
+			if measured < 4<<20 {
+				t.Fatalf("measured %d bytes: too few to tell the count from noise", measured)
+			}
+			if slack := measured/100 + 64<<10; st.ReplayCacheBytes < measured-slack {
+				t.Errorf("counted %d bytes for a cache that takes %d on the heap: under by more than %d", st.ReplayCacheBytes, measured, slack)
+			}
+			if st.ReplayCacheBytes > measured*13/10 {
+				t.Errorf("counted %d bytes for a cache that takes %d on the heap: over by more than 30%%", st.ReplayCacheBytes, measured)
+			}
+		})
+	}
+}
+
+// A replay from the cache is the recorded result exactly, whatever its
+// shape: nil and empty bodies and headers stay as they were, a name with
+// no values keeps its place, values keep their order.
+func TestReplayCacheKeepsEveryShape(t *testing.T) {
+	t.Parallel()
+	g, cs, _, _ := cacheSetup(t, nil)
+	ctx := context.Background()
+	for i, want := range []idem.Result{
+		{Status: 204},
+		{Status: 200, Body: []byte{}, Header: map[string][]string{}},
+		{Status: 201, Body: []byte("{}"), Header: map[string][]string{"Location": {"/t/1"}, "X-Empty": {}, "X-Nil": nil, "Vary": {"a", "", "b"}}},
+		{Status: 500, Header: map[string][]string{"": {""}, "X-Long": {string(filler(300))}}},
+	} {
+		req := idem.Request{Scope: "s", Key: "shape" + strconv.Itoa(i), Fingerprint: "fp"}
+		if _, _, err := g.Do(ctx, req, func(context.Context) (idem.Result, error) { return want, nil }); err != nil {
+			t.Fatal(err)
+		}
+		before := cs.begins.Load()
+		got, replayed, err := g.Do(ctx, req, func(context.Context) (idem.Result, error) { return idem.Result{}, errors.New("ran again") })
+		if err != nil || !replayed || cs.begins.Load() != before {
+			t.Fatalf("shape %d: replayed=%v err=%v, want a replay from the cache", i, replayed, err)
+		}
+		// X-Nil comes back as an empty slice: both are no values.
+		if v, ok := want.Header["X-Nil"]; ok && v == nil {
+			want.Header["X-Nil"] = []string{}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("shape %d: replay = %#v, want %#v", i, got, want)
+		}
 	}
 }

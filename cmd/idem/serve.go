@@ -6,8 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -28,7 +31,7 @@ import (
 // connections only as they are needed.
 const defaultPool = 16
 
-const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://… | redis://… [-ledger idem.db | postgres://…]] [-idempotency on|off] [-ttl 24h] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]] [-provider URL [-lease 30s] [-provider-timeout 2s] [-complete-interval 5s] [-report-after 15m] [-orphan-after 15m]] [-otlp URL] [-log-level debug|info|warn|error]
+const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://… | redis://… [-ledger idem.db | postgres://…]] [-idempotency on|off] [-ttl 24h] [-replay-cache 32MiB] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]] [-provider URL [-lease 30s] [-provider-timeout 2s] [-complete-interval 5s] [-report-after 15m] [-orphan-after 15m]] [-otlp URL] [-log-level debug|info|warn|error]
 
 serve runs the transfers service: PUT and GET /accounts/{id}, POST /transfers
 (Idempotency-Key required), GET /transfers[?limit=N] and /transfers/{id},
@@ -53,6 +56,10 @@ the SQL database of everything else (idem.db by default): the ledger
 atomic mode commits with the transfer, since Redis cannot. It needs -provider
 (see docs/PAYOUTS.md, "On Redis").
 
+-replay-cache bounds the memory of the replay cache, which answers retries
+of recent keys without a database call: bytes, or with a KiB, MiB or GiB
+suffix; 0 turns it off, and every retry is then answered from the database.
+
 -log-level sets the least level of the lines serve logs to stderr (debug,
 info, warn or error; info by default); at debug, each request's outcome is
 logged.`
@@ -76,11 +83,13 @@ type serveOptions struct {
 	completeInterval       time.Duration
 	orphanAfter            time.Duration
 	otlp, logLevel         string
+	replayCache            string
 
 	// Set by validate.
 	sqlDB, redisDB string        // see ledgerDB
 	source         consumeSource // of -consume; nil without it
 	level          slog.Level    // of -log-level
+	cacheBytes     int64         // of -replay-cache: idem.Config.ReplayCacheBytes
 }
 
 func (o *serveOptions) flags(fs *flag.FlagSet) {
@@ -89,6 +98,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ledger, "ledger", "", "with a redis:// -db: the SQL database (SQLite file path, or a postgres:// URL) of the ledger and of the records of POST /transfers; defaults to "+defaultDB)
 	fs.StringVar(&o.mode, "idempotency", "on", `"on", or "off" to run the same service without idem (keys ignored; for comparisons only)`)
 	fs.DurationVar(&o.ttl, "ttl", idem.DefaultTTL, "how long idempotency records are kept and replayed")
+	fs.StringVar(&o.replayCache, "replay-cache", "32MiB", "the most memory the replay cache takes, which answers retries of recent keys without a database call: a `size` in bytes, with an optional KiB, MiB or GiB suffix; 0 turns the cache off")
 	fs.IntVar(&o.pool, "pool", defaultPool, "PostgreSQL: the most connections the service opens (pgxpool's pool_max_conns; a pool_max_conns in -db wins over the default). Not for SQLite, which writes one transaction at a time whatever the pool")
 	fs.IntVar(&o.maxConcurrent, "max-concurrent", transfers.DefaultMaxConcurrent, "most POST /transfers received and served at once; the next is answered 503 too-busy before its body is read")
 	fs.DurationVar(&o.bodyTimeout, "body-timeout", transfers.DefaultBodyTimeout, "longest a client may take to send a request body; a slower one is answered 408 and nothing runs")
@@ -140,6 +150,12 @@ func (o *serveOptions) validate() error {
 	}
 	if o.mode != "on" && o.mode != "off" {
 		return usageError{fmt.Sprintf(`serve: -idempotency must be "on" or "off", got %q`, o.mode)}
+	}
+	if o.cacheBytes, err = parseCacheSize(o.replayCache); err != nil {
+		return usageError{fmt.Sprintf("serve: -replay-cache %s, got %q", err, o.replayCache)}
+	}
+	if o.given["replay-cache"] && o.mode == "off" {
+		return usageError{"serve: -replay-cache applies only with -idempotency on"}
 	}
 	switch {
 	case o.consume == "" && (o.given["consume-queue"] || o.given["consume-ttl"]):
@@ -234,7 +250,7 @@ func (c *serveCommand) run(ctx context.Context, o *serveOptions) error {
 	}
 	defer tr.shutdown(log)
 	if o.mode == "on" {
-		if cfg.Guard, err = idem.New(tr.store(b.store), &idem.Config{TTL: o.ttl}); err != nil {
+		if cfg.Guard, err = idem.New(tr.store(b.store), &idem.Config{TTL: o.ttl, ReplayCacheBytes: o.cacheBytes}); err != nil {
 			return err
 		}
 		if d, ok := b.store.(idem.ExpiredDeleter); ok {
@@ -336,6 +352,34 @@ func (c *serveCommand) run(ctx context.Context, o *serveOptions) error {
 	stopConsuming()
 	err = shutdown(context.WithoutCancel(ctx), srv, errc, &running, o.grace, log)
 	return errors.Join(failed, err)
+}
+
+// parseCacheSize parses -replay-cache: a number of bytes, with an optional
+// KiB, MiB or GiB suffix, into idem.Config.ReplayCacheBytes, where 0 is
+// -1 (off).
+func parseCacheSize(s string) (int64, error) {
+	const must = "must be a size in bytes with an optional KiB, MiB or GiB suffix (such as 32MiB), or 0 to turn the cache off"
+	num, shift := s, 0
+	for _, u := range []struct {
+		suffix string
+		shift  int
+	}{{"KiB", 10}, {"MiB", 20}, {"GiB", 30}} {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			num, shift = n, u.shift
+			break
+		}
+	}
+	if num == "" || strings.TrimLeft(num, "0123456789") != "" {
+		return 0, errors.New(must)
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n > math.MaxInt64>>shift {
+		return 0, errors.New("is too large")
+	}
+	if n == 0 {
+		return -1, nil
+	}
+	return n << shift, nil
 }
 
 // shutdown stops srv: it stops accepting, lets running requests finish
