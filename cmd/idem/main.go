@@ -28,7 +28,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	m := &Main{Stdout: os.Stdout, Stderr: os.Stderr}
+	m := &Main{Stdout: os.Stdout, Stderr: os.Stderr, OwnsProcess: true}
 	err := m.Run(ctx, os.Args[1:])
 	switch {
 	case err == nil:
@@ -46,6 +46,10 @@ func main() {
 // Main is the program, with its output streams.
 type Main struct {
 	Stdout, Stderr io.Writer
+	// OwnsProcess is set when the program is the process (idem's own
+	// main), not a command run inside another program such as a test:
+	// only then does serve set the runtime's soft memory limit.
+	OwnsProcess bool
 }
 
 const usage = `idem makes retries safe. Usage:

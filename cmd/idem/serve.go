@@ -59,6 +59,9 @@ atomic mode commits with the transfer, since Redis cannot. It needs -provider
 -replay-cache bounds the memory of the replay cache, which answers retries
 of recent keys without a database call: bytes, or with a KiB, MiB or GiB
 suffix; 0 turns it off, and every retry is then answered from the database.
+Unless GOMEMLIMIT is set (a size, or off), serve gives the Go runtime a soft
+memory limit of the cache's bound plus 32 MiB, so that the collector does not
+let a full cache cost twice its bound (docs/BENCHMARKS.md#memory).
 
 -log-level sets the least level of the lines serve logs to stderr (debug,
 info, warn or error; info by default); at debug, each request's outcome is
@@ -250,6 +253,11 @@ func (c *serveCommand) run(ctx context.Context, o *serveOptions) error {
 	}
 	defer tr.shutdown(log)
 	if o.mode == "on" {
+		if c.OwnsProcess {
+			if limit := setMemoryLimit(o.cacheBytes); limit > 0 {
+				log.Debug("idem serve: soft memory limit set (GOMEMLIMIT overrides it)", "bytes", limit)
+			}
+		}
 		if cfg.Guard, err = idem.New(tr.store(b.store), &idem.Config{TTL: o.ttl, ReplayCacheBytes: o.cacheBytes}); err != nil {
 			return err
 		}

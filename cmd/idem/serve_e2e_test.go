@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -64,9 +65,19 @@ func startServe(t *testing.T, args ...string) *server {
 // dir ("" for the test's own).
 func startServeIn(t *testing.T, dir string, args ...string) *server {
 	t.Helper()
+	return startServeEnv(t, dir, nil, args...)
+}
+
+// startServeEnv is startServeIn with env added to the process's
+// environment.
+func startServeEnv(t *testing.T, dir string, env []string, args ...string) *server {
+	t.Helper()
 	s := &server{addr: freePort(t), stderr: new(lockedBuffer), exited: make(chan error, 1)}
 	s.cmd = exec.Command(binary, append([]string{"serve", "-addr", s.addr}, args...)...)
 	s.cmd.Dir = dir
+	if env != nil {
+		s.cmd.Env = append(os.Environ(), env...)
+	}
 	s.cmd.Stderr = s.stderr
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)

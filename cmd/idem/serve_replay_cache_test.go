@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"math"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -145,4 +146,41 @@ func cacheCounters(t *testing.T, addr string) (hits, misses int) {
 		t.Fatalf("/metrics has %d of the two replay cache counters of transport http", found)
 	}
 	return hits, misses
+}
+
+// idem serve gives the runtime a soft memory limit of the cache's bound
+// plus its headroom, and GOMEMLIMIT, a size or off, overrides it.
+func TestServeMemoryLimit(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  string
+		want float64
+	}{
+		{"Default", nil, "", 32<<20 + serveMemoryHeadroom},
+		{"Sized", []string{"-replay-cache", "1GiB"}, "", 1<<30 + serveMemoryHeadroom},
+		{"CacheOff", []string{"-replay-cache", "0"}, "", serveMemoryHeadroom},
+		{"GOMEMLIMIT", nil, "GOMEMLIMIT=200MiB", 200 << 20},
+		{"GOMEMLIMITOff", nil, "GOMEMLIMIT=off", math.MaxInt64},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var env []string
+			if tt.env != "" {
+				env = []string{tt.env}
+			}
+			s := startServeEnv(t, "", env, append([]string{"-db", filepath.Join(t.TempDir(), "limit.db")}, tt.args...)...)
+			_, metrics := s.do(t, "GET", "/metrics", "", "")
+			var got float64
+			for _, line := range strings.Split(metrics, "\n") {
+				if v, ok := strings.CutPrefix(line, "go_gc_gomemlimit_bytes "); ok {
+					got, _ = strconv.ParseFloat(v, 64)
+				}
+			}
+			if got != tt.want {
+				t.Errorf("go_gc_gomemlimit_bytes %v, want %v", got, tt.want)
+			}
+		})
+	}
 }
