@@ -21,9 +21,11 @@ import (
 // The OpenAPI document is read with github.com/pb33f/libopenapi: it reads
 // OpenAPI 3.0 and 3.1 (kin-openapi reads 3.0 only), JSON or YAML, resolves
 // local $refs and tolerates the circular schemas that large public
-// documents have; it lists a 3000-operation document in well under a
-// second (BenchmarkOpenAPIInventory). It is used here only, never in the
-// standard-library-only packages.
+// documents have. It builds the whole model, schemas included, and still
+// lists a generated 3000-operation document in about a second of one core
+// (BenchmarkOpenAPIInventory; docs/CHECK.md has the figures for published
+// documents). It is used here only, never in the standard-library-only
+// packages.
 
 // apiOperation is one state-changing operation of an OpenAPI document, as
 // the inventory lists it.
@@ -93,7 +95,10 @@ func loadOpenAPI(path, keyHeader string) (*apiDocument, error) {
 	cfg.BasePath = filepath.Dir(abs)
 	cfg.SpecFilePath = abs
 	doc, err := libopenapi.NewDocumentWithConfiguration(b, cfg)
-	if err != nil {
+	switch {
+	case err != nil && strings.Contains(err.Error(), "spec type not supported"):
+		return nil, bad("not an OpenAPI 3.0 or 3.1 document (no \"openapi: 3.x\" field)")
+	case err != nil:
 		return nil, bad("not an OpenAPI document: %v", firstLine(err))
 	}
 	info := doc.GetSpecInfo()

@@ -65,15 +65,13 @@ func orDash(s string) string {
 func writeOpenAPIReport(w io.Writer, o *openAPIOptions, audits []*apiAudit, reports []*check.Report) error {
 	fmt.Fprintf(w, "idem check --openapi %s --base %s\n\n", documentTitle(o), o.base)
 	var legend []string
-	if len(reports) > 0 {
-		for _, r := range reports[0].Results {
-			legend = append(legend, fmt.Sprintf("%d %s", r.Rule, r.Name))
-		}
+	for _, r := range check.Rules() {
+		legend = append(legend, fmt.Sprintf("%d %s", r.Rule, r.Name))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := "OPERATION\tKEY"
-	for i := range legend {
-		head += fmt.Sprintf("\t%d", i+1)
+	for _, r := range check.Rules() {
+		head += fmt.Sprintf("\t%d", r.Rule)
 	}
 	fmt.Fprintln(tw, head+"\tEFFECTS")
 	for _, a := range audits {
@@ -93,9 +91,7 @@ func writeOpenAPIReport(w io.Writer, o *openAPIOptions, audits []*apiAudit, repo
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(legend) > 0 {
-		fmt.Fprintf(w, "rules: %s\n", strings.Join(legend, ", "))
-	}
+	fmt.Fprintf(w, "rules: %s\n", strings.Join(legend, ", "))
 	var notAudited []*apiAudit
 	for _, a := range audits {
 		if a.Report == nil {
