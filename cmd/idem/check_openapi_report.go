@@ -28,8 +28,13 @@ func inventorySummary(o *openAPIOptions, audits []*apiAudit) string {
 		len(audits), o.doc.All, key, o.keyHeader, dup, ex)
 }
 
+// documentTitle is the report's first line: the command and the document.
 func documentTitle(o *openAPIOptions) string {
-	s := o.openapi + ": OpenAPI " + o.doc.Version
+	s := "idem check --openapi " + o.openapi
+	if o.base != "" {
+		s += " --base " + o.base
+	}
+	s += ": OpenAPI " + o.doc.Version
 	if o.doc.Title != "" {
 		s += ", " + o.doc.Title
 	}
@@ -38,7 +43,7 @@ func documentTitle(o *openAPIOptions) string {
 
 // writeInventory writes the list of state-changing operations.
 func writeInventory(w io.Writer, o *openAPIOptions, audits []*apiAudit) error {
-	fmt.Fprintf(w, "idem check --openapi %s\n\n", documentTitle(o))
+	fmt.Fprintf(w, "%s\n\n", documentTitle(o))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "METHOD\tPATH\tOPERATION\tKEY\t409\t422\tEXAMPLE\tNOTE")
 	for _, a := range audits {
@@ -63,7 +68,7 @@ func orDash(s string) string {
 // each rule's verdict, its effects), the operations not audited and why,
 // every verdict but PASS with its reason, and the totals.
 func writeOpenAPIReport(w io.Writer, o *openAPIOptions, audits []*apiAudit, reports []*check.Report) error {
-	fmt.Fprintf(w, "idem check --openapi %s --base %s\n\n", documentTitle(o), o.base)
+	fmt.Fprintf(w, "%s\n\n", documentTitle(o))
 	var legend []string
 	for _, r := range check.Rules() {
 		legend = append(legend, fmt.Sprintf("%d %s", r.Rule, r.Name))

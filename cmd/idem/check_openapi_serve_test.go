@@ -139,11 +139,13 @@ func TestCheckOpenAPIServe(t *testing.T) {
 		}
 		return l.Count
 	}
-	args := []string{"check", "--openapi", serveOpenAPI, "--base", "http://" + s.addr,
+	// Run from the repository's root, as docs/CHECK.md shows it.
+	args := []string{"check", "--openapi", "docs/openapi.yaml", "--base", "http://" + s.addr,
 		"-H", "Authorization: Bearer alice", "--principal2", "Authorization: Bearer bob"}
 	run := func(args ...string) (string, int) {
 		var out, errOut bytes.Buffer
 		cmd := exec.Command(binary, args...)
+		cmd.Dir = filepath.Join("..", "..")
 		cmd.Stdout, cmd.Stderr = &out, &errOut
 		err := cmd.Run()
 		code := 0
@@ -188,6 +190,6 @@ func TestCheckOpenAPIServe(t *testing.T) {
 		!strings.Contains(text, "not audited:\n  PUT /accounts/{id} (putAccount): ") || !strings.Contains(text, "total: 2 audited, 1 not audited: ") {
 		t.Errorf("exit %d, text report:\n%s", code, text)
 	}
-	t.Logf("idem %s\n%s", strings.Join(args, " "), text)
+	t.Logf("idem check --openapi docs/openapi.yaml --base http://%s -H 'Authorization: Bearer alice' --principal2 'Authorization: Bearer bob'\n%s", s.addr, text)
 	s.stop(t)
 }
