@@ -18,6 +18,7 @@ import (
 
 const checkSynopsis = `check [flags] URL [flags]
        idem check --plan FILE [flags]
+       idem check --openapi FILE [--base URL] [flags] (see "idem check --openapi x -h")
 
 check audits the duplicate path of one state-changing HTTP endpoint, on
 any server in any language: it sends what a retrying client, concurrent
@@ -147,6 +148,9 @@ func (o *checkOptions) validate() error {
 // Run parses args, validates them and runs idem check. Flags may follow
 // the URL, as with curl.
 func (c *checkCommand) Run(ctx context.Context, args []string) error {
+	if openAPIRequested(args) {
+		return c.runOpenAPI(ctx, args) // check_openapi.go
+	}
 	o := new(checkOptions)
 	if err := c.parseOptions("check", checkSynopsis, flagsAnywhere, args, o); err != nil {
 		return err
