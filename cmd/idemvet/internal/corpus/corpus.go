@@ -87,4 +87,3 @@ func marks(f *ast.File, fd *ast.FuncDecl) (want, near bool) {
 	}
 	return want, near
 }
-
