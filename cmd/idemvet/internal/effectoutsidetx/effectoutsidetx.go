@@ -56,10 +56,10 @@ var methods = map[string]int{
 
 func run(pass *analysis.Pass) (any, error) {
 	ig := ignore.Collect(pass)
-	decls := worksite.Decls(pass)
+	ix := worksite.NewIndex(pass)
 	reported := map[ast.Node]bool{}
 	for _, site := range worksite.Find(pass) {
-		worksite.Walk(pass, decls, site.Body, func(call *ast.CallExpr, via string) {
+		worksite.Walk(pass, ix, site.Body, func(call *ast.CallExpr, via string) {
 			if reported[call] {
 				return
 			}

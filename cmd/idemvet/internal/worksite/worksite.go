@@ -32,9 +32,10 @@ type Site struct {
 
 // Find returns the atomic work of pass's package. A func named by an
 // identifier or a method value is found when it is declared in the
-// package; a handler made elsewhere or held in a variable is not.
+// package, and a variable when it is defined as a func literal; a handler
+// made elsewhere, or a variable assigned later, is followed no further.
 func Find(pass *analysis.Pass) []Site {
-	decls := Decls(pass)
+	ix := NewIndex(pass)
 	var sites []Site
 	seen := map[*ast.BlockStmt]bool{}
 	add := func(b *ast.BlockStmt, kind string) {
@@ -50,7 +51,7 @@ func Find(pass *analysis.Pass) []Site {
 				return true
 			}
 			if kind, ok := httpHandlerCall(pass, call); ok && len(call.Args) == 1 {
-				add(handlerBody(pass, decls, call.Args[0]), kind)
+				add(handlerBody(pass, ix, call.Args[0]), kind)
 				return true
 			}
 			sig, ok := pass.TypesInfo.TypeOf(call.Fun).(*types.Signature)
@@ -62,7 +63,7 @@ func Find(pass *analysis.Pass) []Site {
 					break
 				}
 				if kind := workKind(sig.Params().At(i).Type()); kind != "" {
-					add(funcBody(pass, decls, arg), kind+" "+calleeName(pass, call))
+					add(funcBody(pass, ix, arg), kind+" "+calleeName(pass, call))
 				}
 			}
 			return true
@@ -175,37 +176,72 @@ func namedOf(t types.Type) *types.Named {
 	return n
 }
 
-// Decls maps the funcs and methods declared in pass's package to their
-// declarations.
-func Decls(pass *analysis.Pass) map[*types.Func]*ast.FuncDecl {
-	m := map[*types.Func]*ast.FuncDecl{}
-	for _, f := range pass.Files {
-		for _, d := range f.Decls {
-			if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil {
-				if fn, ok := pass.TypesInfo.Defs[fd.Name].(*types.Func); ok {
-					m[fn] = fd
-				}
-			}
+// Index maps the funcs and methods declared in a package to their
+// declarations, and the variables defined as a func literal
+// ("work := func(ctx context.Context) ...") to the literal.
+type Index struct {
+	funcs map[*types.Func]*ast.FuncDecl
+	lits  map[*types.Var]*ast.FuncLit
+}
+
+// NewIndex indexes pass's package.
+func NewIndex(pass *analysis.Pass) *Index {
+	ix := &Index{funcs: map[*types.Func]*ast.FuncDecl{}, lits: map[*types.Var]*ast.FuncLit{}}
+	def := func(id *ast.Ident, e ast.Expr) {
+		lit, ok := ast.Unparen(e).(*ast.FuncLit)
+		if v, isVar := pass.TypesInfo.Defs[id].(*types.Var); ok && isVar {
+			ix.lits[v] = lit
 		}
 	}
-	return m
+	for _, f := range pass.Files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.FuncDecl:
+				if fn, ok := pass.TypesInfo.Defs[n.Name].(*types.Func); ok && n.Body != nil {
+					ix.funcs[fn] = n
+				}
+			case *ast.AssignStmt:
+				if len(n.Lhs) == len(n.Rhs) {
+					for i, l := range n.Lhs {
+						if id, ok := l.(*ast.Ident); ok {
+							def(id, n.Rhs[i])
+						}
+					}
+				}
+			case *ast.ValueSpec:
+				if len(n.Names) == len(n.Values) {
+					for i, id := range n.Names {
+						def(id, n.Values[i])
+					}
+				}
+			}
+			return true
+		})
+	}
+	return ix
 }
 
 // funcBody returns the body of the func e denotes: a literal, a
-// conversion of one, or a func or method of the package named by e.
-func funcBody(pass *analysis.Pass, decls map[*types.Func]*ast.FuncDecl, e ast.Expr) *ast.BlockStmt {
+// conversion of one, a variable defined as a literal, or a func or
+// method of the package named by e.
+func funcBody(pass *analysis.Pass, ix *Index, e ast.Expr) *ast.BlockStmt {
 	e = ast.Unparen(e)
 	if call, ok := e.(*ast.CallExpr); ok && len(call.Args) == 1 {
 		if tv, ok := pass.TypesInfo.Types[call.Fun]; ok && tv.IsType() {
-			return funcBody(pass, decls, call.Args[0])
+			return funcBody(pass, ix, call.Args[0])
 		}
 		return nil
 	}
 	if lit, ok := e.(*ast.FuncLit); ok {
 		return lit.Body
 	}
+	if id, ok := e.(*ast.Ident); ok {
+		if v, ok := pass.TypesInfo.Uses[id].(*types.Var); ok && ix.lits[v] != nil {
+			return ix.lits[v].Body
+		}
+	}
 	if fn := Callee(pass, e); fn != nil {
-		if fd := decls[fn]; fd != nil {
+		if fd := ix.funcs[fn]; fd != nil {
 			return fd.Body
 		}
 	}
@@ -215,8 +251,8 @@ func funcBody(pass *analysis.Pass, decls map[*types.Func]*ast.FuncDecl, e ast.Ex
 // handlerBody returns the body that serves requests for the http.Handler
 // e: a func converted with http.HandlerFunc, or the ServeHTTP method,
 // declared in the package, of e's type.
-func handlerBody(pass *analysis.Pass, decls map[*types.Func]*ast.FuncDecl, e ast.Expr) *ast.BlockStmt {
-	if b := funcBody(pass, decls, e); b != nil {
+func handlerBody(pass *analysis.Pass, ix *Index, e ast.Expr) *ast.BlockStmt {
+	if b := funcBody(pass, ix, e); b != nil {
 		return b
 	}
 	t := pass.TypesInfo.TypeOf(e)
@@ -225,7 +261,7 @@ func handlerBody(pass *analysis.Pass, decls map[*types.Func]*ast.FuncDecl, e ast
 	}
 	obj, _, _ := types.LookupFieldOrMethod(t, true, pass.Pkg, "ServeHTTP")
 	if fn, ok := obj.(*types.Func); ok {
-		if fd := decls[fn]; fd != nil {
+		if fd := ix.funcs[fn]; fd != nil {
 			return fd.Body
 		}
 	}
@@ -269,7 +305,7 @@ func InStep(pass *analysis.Pass, call *ast.CallExpr) bool {
 // of the package that body calls directly (one level deep), skipping the
 // fns given to a leased Run's Step. via is the name of the callee whose
 // body holds the call, or "" for body itself.
-func Walk(pass *analysis.Pass, decls map[*types.Func]*ast.FuncDecl, body *ast.BlockStmt, visit func(call *ast.CallExpr, via string)) {
+func Walk(pass *analysis.Pass, ix *Index, body *ast.BlockStmt, visit func(call *ast.CallExpr, via string)) {
 	seen := map[*ast.FuncDecl]bool{}
 	var walk func(b ast.Node, via string, depth int)
 	walk = func(b ast.Node, via string, depth int) {
@@ -284,7 +320,7 @@ func Walk(pass *analysis.Pass, decls map[*types.Func]*ast.FuncDecl, body *ast.Bl
 			visit(call, via)
 			if depth == 0 {
 				if fn := Callee(pass, call.Fun); fn != nil {
-					if fd := decls[fn]; fd != nil && !seen[fd] && fd.Body != body {
+					if fd := ix.funcs[fn]; fd != nil && !seen[fd] && fd.Body != body {
 						seen[fd] = true
 						walk(fd.Body, fn.Name(), 1)
 					}

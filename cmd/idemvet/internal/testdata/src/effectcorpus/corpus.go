@@ -250,3 +250,22 @@ func (s *Service) GenericTx(ctx context.Context, key string) error { // nearmiss
 	})
 	return err
 }
+
+func (s *Service) TransferNamedWork(ctx context.Context, key string) error {
+	transfer := func(ctx context.Context) (idem.Result, error) {
+		_, err := s.DB.ExecContext(ctx, "UPDATE accounts SET balance = balance - 1") // want `ExecContext`
+		return idem.Result{}, err
+	}
+	_, _, err := s.Guard.Do(ctx, idem.Request{Key: key}, transfer)
+	return err
+}
+
+func (s *Service) TransferNamedWorkTx(ctx context.Context, key string) error { // nearmiss
+	transfer := func(ctx context.Context) (idem.Result, error) {
+		tx, _ := sqlitestore.TxFrom(ctx)
+		_, err := tx.ExecContext(ctx, "UPDATE accounts SET balance = balance - 1")
+		return idem.Result{}, err
+	}
+	_, _, err := s.Guard.Do(ctx, idem.Request{Key: key}, transfer)
+	return err
+}

@@ -242,3 +242,12 @@ func (s *Service) DecodeOnly(ctx context.Context, key string, r *http.Request) e
 	})
 	return err
 }
+
+func (s *Service) NamedWorkCall(ctx context.Context, key string) error {
+	work := func(ctx context.Context) (idem.Result, error) {
+		_, err := s.HTTP.Get("https://partner.example/confirm") // want `\(\*http.Client\).Get`
+		return idem.Result{}, err
+	}
+	_, _, err := s.Guard.Do(ctx, idem.Request{Key: key}, work)
+	return err
+}
