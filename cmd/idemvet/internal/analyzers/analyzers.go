@@ -3,13 +3,16 @@ package analyzers
 
 import (
 	"golang.org/x/tools/go/analysis"
+
+	"github.com/idemkit/idem/cmd/idemvet/internal/keyperattempt"
 )
 
 // All returns every analyzer idemvet runs, in the order docs/IDEMVET.md
 // lists them.
 func All() []*analysis.Analyzer {
 	return []*analysis.Analyzer{
-		// Added by their packages: keyperattempt, effectoutsidetx,
-		// foreigneffect, serverkey, retrywithoutkey.
+		keyperattempt.Analyzer,
+		// effectoutsidetx and foreigneffect come next, then
+		// serverkey and retrywithoutkey.
 	}
 }
