@@ -5,6 +5,7 @@ import (
 	"golang.org/x/tools/go/analysis"
 
 	"github.com/idemkit/idem/cmd/idemvet/internal/keyperattempt"
+	"github.com/idemkit/idem/cmd/idemvet/internal/serverkey"
 )
 
 // All returns every analyzer idemvet runs, in the order docs/IDEMVET.md
@@ -12,7 +13,8 @@ import (
 func All() []*analysis.Analyzer {
 	return []*analysis.Analyzer{
 		keyperattempt.Analyzer,
-		// effectoutsidetx and foreigneffect come next, then
-		// serverkey and retrywithoutkey.
+		// effectoutsidetx and foreigneffect come here.
+		serverkey.Analyzer,
+		// retrywithoutkey comes next.
 	}
 }

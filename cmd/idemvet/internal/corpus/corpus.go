@@ -29,7 +29,9 @@ func (c Counts) String() string {
 // for Measure to count instead of failing the test.
 type quiet struct{ errs []string }
 
-func (q *quiet) Errorf(format string, args ...any) { q.errs = append(q.errs, fmt.Sprintf(format, args...)) }
+func (q *quiet) Errorf(format string, args ...any) {
+	q.errs = append(q.errs, fmt.Sprintf(format, args...))
+}
 
 // Measure runs a over the packages pkgs of the testdata directory dir and
 // counts its results against the marks.
@@ -84,7 +86,6 @@ func Measure(dir string, a *analysis.Analyzer, pkgs ...string) (Counts, error) {
 	}
 	return c, nil
 }
-
 
 // Dir returns the absolute path of idemvet's testdata directory, from a
 // test in a package of cmd/idemvet/internal.

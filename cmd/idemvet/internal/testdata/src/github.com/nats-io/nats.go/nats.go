@@ -17,3 +17,4 @@ type Conn struct{}
 
 func (nc *Conn) Publish(subj string, data []byte) error { return nil }
 func (nc *Conn) PublishMsg(m *Msg) error                { return nil }
+func (h Header) Get(k string) string                    { return "" }

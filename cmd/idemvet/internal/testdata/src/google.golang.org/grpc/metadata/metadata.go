@@ -9,3 +9,5 @@ func Pairs(kv ...string) MD                                                     
 func NewOutgoingContext(ctx context.Context, md MD) context.Context             { return ctx }
 func AppendToOutgoingContext(ctx context.Context, kv ...string) context.Context { return ctx }
 func (md MD) Set(k string, vals ...string)                                      {}
+func (md MD) Get(k string) []string                                             { return nil }
+func FromIncomingContext(ctx context.Context) (MD, bool)                        { return nil, false }
