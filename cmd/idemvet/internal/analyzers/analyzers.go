@@ -5,6 +5,7 @@ import (
 	"golang.org/x/tools/go/analysis"
 
 	"github.com/idemkit/idem/cmd/idemvet/internal/keyperattempt"
+	"github.com/idemkit/idem/cmd/idemvet/internal/retrywithoutkey"
 	"github.com/idemkit/idem/cmd/idemvet/internal/serverkey"
 )
 
@@ -15,6 +16,6 @@ func All() []*analysis.Analyzer {
 		keyperattempt.Analyzer,
 		// effectoutsidetx and foreigneffect come here.
 		serverkey.Analyzer,
-		// retrywithoutkey comes next.
+		retrywithoutkey.Analyzer,
 	}
 }
