@@ -249,3 +249,19 @@ func grpcKeyOnce(ctx context.Context, cc *grpc.ClientConn) error {
 	ctx = idemgrpc.WithKey(ctx, uuid.NewString()) // nearmiss: one call, no loop
 	return cc.Invoke(ctx, "/orders.Orders/Create", nil, nil)
 }
+
+func workerQueue(ctx context.Context, c *idemclient.Client, next func() (int, bool)) {
+	for {
+		i, ok := next()
+		if !ok {
+			return
+		}
+		in, err := c.NewIntent("POST", fmt.Sprint("https://api.example/transfers/", i), nil) // nearmiss: one intent per queued item
+		if err != nil {
+			continue
+		}
+		if _, err = c.Do(ctx, in); err != nil {
+			fmt.Println(err)
+		}
+	}
+}
