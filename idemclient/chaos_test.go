@@ -179,6 +179,7 @@ type rekeyTransport struct{ next http.RoundTripper }
 
 func (t rekeyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
+	//idemvet:ignore the negative control reproduces the per-attempt key bug on purpose
 	r.Header.Set("Idempotency-Key", idem.RandomKey())
 	return t.next.RoundTrip(r)
 }

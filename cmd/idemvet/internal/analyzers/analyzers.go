@@ -3,13 +3,22 @@ package analyzers
 
 import (
 	"golang.org/x/tools/go/analysis"
+
+	"github.com/idemkit/idem/cmd/idemvet/internal/effectoutsidetx"
+	"github.com/idemkit/idem/cmd/idemvet/internal/foreigneffect"
+	"github.com/idemkit/idem/cmd/idemvet/internal/keyperattempt"
+	"github.com/idemkit/idem/cmd/idemvet/internal/retrywithoutkey"
+	"github.com/idemkit/idem/cmd/idemvet/internal/serverkey"
 )
 
 // All returns every analyzer idemvet runs, in the order docs/IDEMVET.md
 // lists them.
 func All() []*analysis.Analyzer {
 	return []*analysis.Analyzer{
-		// Added by their packages: keyperattempt, effectoutsidetx,
-		// foreigneffect, serverkey, retrywithoutkey.
+		keyperattempt.Analyzer,
+		effectoutsidetx.Analyzer,
+		foreigneffect.Analyzer,
+		serverkey.Analyzer,
+		retrywithoutkey.Analyzer,
 	}
 }

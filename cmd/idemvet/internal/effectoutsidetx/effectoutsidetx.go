@@ -1,6 +1,6 @@
 // Package effectoutsidetx defines an analyzer that finds a database write
 // in atomic-mode work made through a handle that is not the guard's
-// transaction (docs/idemvet-server.md).
+// transaction (docs/IDEMVET.md).
 package effectoutsidetx
 
 import (

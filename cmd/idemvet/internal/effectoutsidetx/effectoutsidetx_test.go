@@ -42,7 +42,7 @@ func TestIsWrite(t *testing.T) {
 }
 
 // TestCorpus measures precision and recall on the corpus of
-// testdata/src/effectcorpus (docs/idemvet-server.md).
+// testdata/src/effectcorpus (docs/IDEMVET.md).
 func TestCorpus(t *testing.T) {
 	s := corpus.Run(testdata(t), effectoutsidetx.Analyzer, "effectcorpus")
 	if len(s.Errors) > 0 {

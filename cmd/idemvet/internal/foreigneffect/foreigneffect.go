@@ -1,6 +1,6 @@
 // Package foreigneffect defines an analyzer that finds an outbound HTTP or
 // gRPC call inside atomic-mode work, an effect the guard's transaction
-// cannot roll back (docs/idemvet-server.md).
+// cannot roll back (docs/IDEMVET.md).
 package foreigneffect
 
 import (

@@ -23,7 +23,7 @@ func TestForeignEffect(t *testing.T) {
 }
 
 // TestCorpus measures precision and recall on the corpus of
-// testdata/src/foreigncorpus (docs/idemvet-server.md).
+// testdata/src/foreigncorpus (docs/IDEMVET.md).
 func TestCorpus(t *testing.T) {
 	s := corpus.Run(testdata(t), foreigneffect.Analyzer, "foreigncorpus")
 	if len(s.Errors) > 0 {

@@ -3,9 +3,12 @@ package idem
 
 import "context"
 
-type Result struct{ Body []byte }
+type Result struct {
+	Status int
+	Body   []byte
+}
 
-type Request struct{ Scope, Key string }
+type Request struct{ Scope, Key, Fingerprint string }
 
 type Work func(ctx context.Context) (Result, error)
 
@@ -36,7 +39,7 @@ func (r *Run) LocalStep(ctx context.Context, name string, fn func(ctx context.Co
 
 type LeasedWork func(ctx context.Context, run *Run) (Result, error)
 
-type LeasedRequest struct{ Scope, Key string }
+type LeasedRequest struct{ Scope, Key, Fingerprint, Kind string }
 
 type Leased struct{}
 
@@ -48,3 +51,12 @@ func (l *Leased) Do(ctx context.Context, req LeasedRequest, work LeasedWork) (Re
 func (l *Leased) Register(kind string, work LeasedWork) error { return nil }
 
 func DerivedKey(scope, key, step string) string { return key + step }
+
+func RandomKey() string { return "" }
+func UUIDv7Key() string { return "" }
+
+type BeginParams struct{ Scope, Key string }
+
+type ClaimParams struct{ Scope, Key, Fingerprint string }
+
+func ParseKey(field string) (string, error) { return field, nil }
