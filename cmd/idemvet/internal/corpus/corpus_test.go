@@ -1,8 +1,7 @@
 package corpus_test
 
 import (
-	"go/ast"
-	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/tools/go/analysis"
@@ -10,14 +9,17 @@ import (
 	"github.com/idemkit/idem/cmd/idemvet/internal/corpus"
 )
 
-// every reports each top-level func, none reports nothing: the score must
-// count them as the false positives and the misses they are.
+// marked reports every line marked "// want" or "// nearmiss", none
+// reports nothing: Measure must count the first's near misses as false
+// positives, and the second's findings as misses.
 var (
-	every = &analysis.Analyzer{Name: "every", Doc: "every func", Run: func(pass *analysis.Pass) (any, error) {
+	marked = &analysis.Analyzer{Name: "marked", Doc: "every marked line", Run: func(pass *analysis.Pass) (any, error) {
 		for _, f := range pass.Files {
-			for _, d := range f.Decls {
-				if fd, ok := d.(*ast.FuncDecl); ok {
-					pass.Reportf(fd.Pos(), "found")
+			for _, g := range f.Comments {
+				for _, c := range g.List {
+					if strings.HasPrefix(c.Text, "// want ") || strings.HasPrefix(c.Text, "// nearmiss") {
+						pass.Reportf(c.Pos(), "found")
+					}
 				}
 			}
 		}
@@ -26,20 +28,16 @@ var (
 	none = &analysis.Analyzer{Name: "none", Doc: "nothing", Run: func(*analysis.Pass) (any, error) { return nil, nil }}
 )
 
-func TestScoreCounts(t *testing.T) {
-	dir, err := filepath.Abs(filepath.Join("..", "testdata"))
-	if err != nil {
-		t.Fatal(err)
+func TestMeasureCounts(t *testing.T) {
+	n, err := corpus.Measure(corpus.Dir(t), none, "effectcorpus")
+	if err != nil || n.Wanted == 0 || n.NearMisses == 0 {
+		t.Fatalf("none: %v, %v", n, err)
 	}
-	n := corpus.Run(dir, none, "effectcorpus")
-	if len(n.Errors) > 0 || n.Positives == 0 || n.NearMisses == 0 {
-		t.Fatalf("score of none: %+v", n)
+	if n.TP != 0 || n.FP != 0 || n.FN != n.Wanted {
+		t.Errorf("none: %v, want TP 0, FP 0, FN %d", n, n.Wanted)
 	}
-	if n.TP != 0 || n.FP != 0 || n.FN != n.Positives {
-		t.Errorf("none: TP=%d FP=%d FN=%d, want 0, 0, %d", n.TP, n.FP, n.FN, n.Positives)
-	}
-	e := corpus.Run(dir, every, "effectcorpus")
-	if e.TP != e.Positives || e.FP != e.NearMisses || e.FN != 0 || len(e.Unmarked) == 0 {
-		t.Errorf("every: %+v, want every positive found, every near miss a false positive, the unmarked listed", e)
+	m, err := corpus.Measure(corpus.Dir(t), marked, "effectcorpus")
+	if err != nil || m.TP != m.Wanted || m.FP != m.NearMisses || m.FN != 0 {
+		t.Errorf("marked: %v, %v; want every finding found and every near miss a false positive", m, err)
 	}
 }

@@ -44,10 +44,12 @@ func (s *Service) CreateOrder(ctx context.Context, key string, o Order) error {
 	return err
 }
 
+const reserveStock = `
+	UPDATE stock SET reserved = reserved + 1 WHERE sku = $1`
+
 func (s *Service) ReserveStock(ctx context.Context, key, sku string) error {
 	_, _, err := s.Guard.Do(ctx, idem.Request{Key: key}, func(ctx context.Context) (idem.Result, error) {
-		_, err := s.Pool.Exec(ctx, `
-			UPDATE stock SET reserved = reserved + 1 WHERE sku = $1`, sku) // want `Exec`
+		_, err := s.Pool.Exec(ctx, reserveStock, sku) // want `Exec`
 		return idem.Result{}, err
 	})
 	return err
