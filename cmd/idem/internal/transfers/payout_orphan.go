@@ -63,17 +63,11 @@ func (s *Service) FinishOrphans(ctx context.Context, p *OrphanParams) (OrphanRep
 	if p != nil {
 		o = *p
 	}
-	switch {
-	case o.After < 0:
-		return rep, fmt.Errorf("transfers: OrphanParams.After must not be negative, got %s", o.After)
-	case o.After == 0:
-		o.After = DefaultOrphanAfter
+	if err := defaultIfZero(&o.After, DefaultOrphanAfter, "OrphanParams.After"); err != nil {
+		return rep, err
 	}
-	switch {
-	case o.Limit < 0:
-		return rep, fmt.Errorf("transfers: OrphanParams.Limit must not be negative, got %d", o.Limit)
-	case o.Limit == 0:
-		o.Limit = 100
+	if err := defaultIfZero(&o.Limit, 100, "OrphanParams.Limit"); err != nil {
+		return rep, err
 	}
 	if o.Now.IsZero() {
 		o.Now = s.cfg.Now()

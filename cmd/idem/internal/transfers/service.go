@@ -120,23 +120,14 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.Now == nil {
 		out.Now = time.Now
 	}
-	switch {
-	case out.BodyTimeout < 0:
-		return out, fmt.Errorf("transfers: Config.BodyTimeout must not be negative, got %s", out.BodyTimeout)
-	case out.BodyTimeout == 0:
-		out.BodyTimeout = DefaultBodyTimeout
+	if err := defaultIfZero(&out.BodyTimeout, DefaultBodyTimeout, "Config.BodyTimeout"); err != nil {
+		return out, err
 	}
-	switch {
-	case out.RequestTimeout < 0:
-		return out, fmt.Errorf("transfers: Config.RequestTimeout must not be negative, got %s", out.RequestTimeout)
-	case out.RequestTimeout == 0:
-		out.RequestTimeout = DefaultRequestTimeout
+	if err := defaultIfZero(&out.RequestTimeout, DefaultRequestTimeout, "Config.RequestTimeout"); err != nil {
+		return out, err
 	}
-	switch {
-	case out.MaxConcurrent < 0:
-		return out, fmt.Errorf("transfers: Config.MaxConcurrent must not be negative, got %d", out.MaxConcurrent)
-	case out.MaxConcurrent == 0:
-		out.MaxConcurrent = DefaultMaxConcurrent
+	if err := defaultIfZero(&out.MaxConcurrent, DefaultMaxConcurrent, "Config.MaxConcurrent"); err != nil {
+		return out, err
 	}
 	switch {
 	case out.Leased != nil && out.Guard == nil:
@@ -150,23 +141,14 @@ func (c *Config) withDefaults() (Config, error) {
 			return out, fmt.Errorf("transfers: Config.Provider must be an http:// or https:// URL, got %q", out.Provider)
 		}
 	}
-	switch {
-	case out.ProviderTimeout < 0:
-		return out, fmt.Errorf("transfers: Config.ProviderTimeout must not be negative, got %s", out.ProviderTimeout)
-	case out.ProviderTimeout == 0:
-		out.ProviderTimeout = DefaultProviderTimeout
+	if err := defaultIfZero(&out.ProviderTimeout, DefaultProviderTimeout, "Config.ProviderTimeout"); err != nil {
+		return out, err
 	}
-	switch {
-	case out.KeyTTL < 0:
-		return out, fmt.Errorf("transfers: Config.KeyTTL must not be negative, got %s", out.KeyTTL)
-	case out.KeyTTL == 0:
-		out.KeyTTL = idem.DefaultTTL
+	if err := defaultIfZero(&out.KeyTTL, idem.DefaultTTL, "Config.KeyTTL"); err != nil {
+		return out, err
 	}
-	switch {
-	case out.ProviderAttempts < 0:
-		return out, fmt.Errorf("transfers: Config.ProviderAttempts must not be negative, got %d", out.ProviderAttempts)
-	case out.ProviderAttempts == 0:
-		out.ProviderAttempts = DefaultProviderAttempts
+	if err := defaultIfZero(&out.ProviderAttempts, DefaultProviderAttempts, "Config.ProviderAttempts"); err != nil {
+		return out, err
 	}
 	return out, nil
 }
@@ -288,4 +270,16 @@ func problem(w http.ResponseWriter, status int, kind, title, detail string) {
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"type": ProblemBase + kind, "title": title, "status": status, "detail": detail,
 	})
+}
+
+// defaultIfZero sets *v to def when it is zero, and refuses a negative
+// one, naming the field.
+func defaultIfZero[T ~int | ~int64](v *T, def T, field string) error {
+	switch {
+	case *v < 0:
+		return fmt.Errorf("transfers: %s must not be negative, got %v", field, *v)
+	case *v == 0:
+		*v = def
+	}
+	return nil
 }
