@@ -6,7 +6,6 @@
 package ignore
 
 import (
-	"go/ast"
 	"go/token"
 	"strings"
 
@@ -53,14 +52,4 @@ func (s Set) Report(pass *analysis.Pass, d analysis.Diagnostic) {
 		return
 	}
 	pass.Report(d)
-}
-
-// File returns the file of pass that holds pos, or nil.
-func File(pass *analysis.Pass, pos token.Pos) *ast.File {
-	for _, f := range pass.Files {
-		if f.FileStart <= pos && pos <= f.FileEnd {
-			return f
-		}
-	}
-	return nil
 }
