@@ -32,6 +32,19 @@ type Config struct {
 	// DefaultReplayCacheBytes (32 MiB).
 	ReplayCacheBytes int64
 
+	// Wait is how long a call whose key another call holds waits for that
+	// call to end, instead of being refused with ErrInFlight at once. If
+	// the holder records a result within the bound, the waiter gets it as
+	// a replay (or ErrMismatch); if the holder records nothing (its work
+	// failed and was rolled back), the waiter runs the work itself, as a
+	// retry would, never while the holder runs. Past the bound, or when
+	// the call's context ends, it gets the ErrInFlight it gets today. A
+	// holder in this Guard wakes its waiters when it ends; a holder in
+	// another process is polled for through the store, with a backoff of
+	// 5 ms doubling up to 250 ms. A Request may override it. Defaults to
+	// 0: a duplicate is refused at once.
+	Wait time.Duration
+
 	// DisableLocalInFlight turns off the in-process refusal of a key this
 	// Guard is already running: every duplicate then goes to the store,
 	// whose lock refuses it. Conformance suites set it to exercise the
@@ -52,6 +65,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.InFlightRetryAfter < 0 {
 		return out, fmt.Errorf("idem: Config.InFlightRetryAfter must not be negative, got %s", out.InFlightRetryAfter)
+	}
+	if out.Wait < 0 {
+		return out, fmt.Errorf("idem: Config.Wait must not be negative, got %s", out.Wait)
 	}
 	if out.TTL == 0 {
 		out.TTL = DefaultTTL

@@ -62,6 +62,11 @@ type Request struct {
 
 	// TTL overrides Config.TTL for this call when positive.
 	TTL time.Duration
+
+	// Wait overrides Config.Wait for this call when positive: how long it
+	// waits for a concurrent duplicate to end before it is refused with
+	// ErrInFlight. A negative Wait means no wait, whatever Config.Wait.
+	Wait time.Duration
 }
 
 // Work is the unit of work Guard.Do runs. ctx carries the store's
@@ -104,19 +109,36 @@ func (g *Guard) Do(ctx context.Context, req Request, work Work) (res Result, rep
 	// The store only ever sees forms it can keep (see stored_form.go).
 	req.Scope = StoredScope(req.Scope)
 	req.Fingerprint = storedFingerprint(req.Fingerprint)
+	if wait := g.waitBound(req); wait > 0 {
+		return g.doWaiting(ctx, req, work, wait)
+	}
+	res, replayed, _, err = g.attempt(ctx, req, work, false)
+	return res, replayed, err
+}
+
+// attempt runs one try of Do for a checked req. When the Guard itself
+// refuses the call in flight, err is an *InFlightError and refused is
+// non-nil; refused.released, when wait is set and this Guard is running
+// the key, is closed when that run ends.
+func (g *Guard) attempt(ctx context.Context, req Request, work Work, wait bool) (res Result, replayed bool, refused *refusal, err error) {
 	now := g.cfg.Now()
-	if res, replayed, done, err := g.inProcess(ctx, req, now); done {
-		return res, replayed, err
+	if res, replayed, done, released, err := g.inProcess(ctx, req, now, wait); done {
+		if released != nil || isInFlight(err) {
+			refused = &refusal{released: released}
+		}
+		return res, replayed, refused, err
 	}
 	if g.claims != nil {
 		defer g.claims.release(slotKey{req.Scope, req.Key})
 	}
 	rec, tx, err := g.store.Begin(ctx, &BeginParams{Scope: req.Scope, Key: req.Key, Now: now})
 	if err != nil {
-		return Result{}, false, g.beginError(err)
+		err = g.beginError(err)
+		return Result{}, false, refusedIf(err), err
 	}
 	if rec != nil {
-		return g.replay(rec, req)
+		res, replayed, err = g.replay(rec, req)
+		return res, replayed, refusedIf(err), err
 	}
 
 	done := false
@@ -133,7 +155,7 @@ func (g *Guard) Do(ctx context.Context, req Request, work Work) (res Result, rep
 	if err != nil {
 		done = true
 		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return Result{}, false, err
+		return Result{}, false, nil, err
 	}
 	ttl := g.cfg.TTL
 	if req.TTL > 0 {
@@ -159,13 +181,14 @@ func (g *Guard) Do(ctx context.Context, req Request, work Work) (res Result, rep
 	done = true
 	if err == nil {
 		g.remember(rec)
-		return res, false, nil
+		return res, false, nil, nil
 	}
 	_ = tx.Rollback(context.WithoutCancel(ctx))
 	if errors.Is(err, ErrConflict) {
-		return g.resolveConflict(ctx, req)
+		res, replayed, err = g.resolveConflict(ctx, req)
+		return res, replayed, refusedIf(err), err
 	}
-	return Result{}, false, unavailable("commit", err)
+	return Result{}, false, nil, unavailable("commit", err)
 }
 
 // resolveConflict answers a call whose insert lost to a record committed by

@@ -12,35 +12,48 @@ import (
 // and unique constraint still decide between processes, and between this
 // Guard and any other on the same store.
 type localClaims struct {
-	mu   sync.Mutex
-	held map[slotKey]struct{}
+	mu sync.Mutex
+	// held maps each key being run to the channel closed when its run
+	// ends, made only once a call waits for it (Request.Wait), so that a
+	// Guard without waiters allocates nothing for it.
+	held map[slotKey]chan struct{}
 }
 
-// claim takes k for the caller; false if it is already taken.
-func (c *localClaims) claim(k slotKey) bool {
+// claim takes k for the caller, and reports true. If k is taken it reports
+// false, and when wait is set it also returns a channel that is closed
+// when k's holder releases it.
+func (c *localClaims) claim(k slotKey, wait bool) (ok bool, released <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.held[k]; ok {
-		return false
+	if ch, taken := c.held[k]; taken {
+		if wait && ch == nil {
+			ch = make(chan struct{})
+			c.held[k] = ch
+		}
+		return false, ch
 	}
 	if c.held == nil {
-		c.held = make(map[slotKey]struct{})
+		c.held = make(map[slotKey]chan struct{})
 	}
-	c.held[k] = struct{}{}
-	return true
+	c.held[k] = nil
+	return true, nil
 }
 
 func (c *localClaims) release(k slotKey) {
 	c.mu.Lock()
+	ch := c.held[k]
 	delete(c.held, k)
 	c.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
 }
 
 // inProcess answers req without the store when it can: from the replay
-// cache, or in flight when this Guard is running the key. Otherwise it
-// claims the key (the caller releases it when Do returns) and done is
-// false.
-func (g *Guard) inProcess(ctx context.Context, req Request, now time.Time) (res Result, replayed, done bool, err error) {
+// cache, or in flight when this Guard is running the key (with, when wait
+// is set, the channel closed when that run ends). Otherwise it claims the
+// key (the caller releases it when Do returns) and done is false.
+func (g *Guard) inProcess(ctx context.Context, req Request, now time.Time, wait bool) (res Result, replayed, done bool, released <-chan struct{}, err error) {
 	k := slotKey{req.Scope, req.Key}
 	if g.cache != nil {
 		info := callInfo(ctx)
@@ -48,18 +61,20 @@ func (g *Guard) inProcess(ctx context.Context, req Request, now time.Time) (res 
 		if ok {
 			info.ReplayCache = CacheHit
 			if fp != req.Fingerprint {
-				return Result{}, false, true, ErrMismatch
+				return Result{}, false, true, nil, ErrMismatch
 			}
-			return cached, true, true, nil
+			return cached, true, true, nil, nil
 		}
 		info.ReplayCache = CacheMiss
 	}
-	if g.claims != nil && !g.claims.claim(k) {
-		g.localRefusals.Add(1)
-		callInfo(ctx).LocalInFlight = true
-		return Result{}, false, true, &InFlightError{RetryAfter: g.cfg.InFlightRetryAfter}
+	if g.claims != nil {
+		if ok, ch := g.claims.claim(k, wait); !ok {
+			g.localRefusals.Add(1)
+			callInfo(ctx).LocalInFlight = true
+			return Result{}, false, true, ch, &InFlightError{RetryAfter: g.cfg.InFlightRetryAfter}
+		}
 	}
-	return Result{}, false, false, nil
+	return Result{}, false, false, nil, nil
 }
 
 // remember keeps a completed record in the replay cache, if it is on.
