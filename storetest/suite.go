@@ -148,6 +148,33 @@ var suite = conformance.Suite[*Harness]{
 			Run:    workRunsOnceWhileRetriesRace,
 		},
 
+		// Waiting for a concurrent duplicate (Request.Wait), from another
+		// Guard on the same store location, as another process would.
+		{
+			Name:   "WaiterGetsTheHolderAnswer",
+			Rule:   "a call with a Wait that another Guard's call holds the key of gets that call's recorded answer as a replay once it commits, without running its work (docs/DESIGN.md E3, E4)",
+			Serial: true,
+			Run:    waiterGetsTheHolderAnswer,
+		},
+		{
+			Name:   "WaiterPastItsBoundIsRefused",
+			Rule:   "a call whose Wait runs out while the key is still held is refused with ErrInFlight and runs nothing (docs/DESIGN.md E3)",
+			Serial: true,
+			Run:    waiterPastItsBoundIsRefused,
+		},
+		{
+			Name:   "WaiterRunsAfterAFailedHolder",
+			Rule:   "a call waiting on a holder whose work fails and records nothing runs its own work once the holder has ended, never while it runs (docs/DESIGN.md E3, E6)",
+			Serial: true,
+			Run:    waiterRunsAfterAFailedHolder,
+		},
+		{
+			Name:   "WaiterStopsWhenItsContextEnds",
+			Rule:   "a waiting call whose context ends stops waiting, with an error matching ErrInFlight and the context's error, and runs nothing (docs/DESIGN.md E3)",
+			Serial: true,
+			Run:    waiterStopsWhenItsContextEnds,
+		},
+
 		// Durability, for persistent stores.
 		{
 			Name:  "RecordSurvivesReopen",
