@@ -305,4 +305,21 @@ type RouteOptions struct {
 	// Kind may be given to one handler only. Required when Leased is set,
 	// and only then.
 	Kind string
+
+	// KeyFrom takes the key from another header or from a member of the
+	// JSON body as well as from Config.Header, for clients that cannot send
+	// that header; see KeySource. Defaults to the zero KeySource:
+	// Config.Header only.
+	KeyFrom KeySource
+
+	// Wait lets a request whose key another request is running wait up to
+	// this long for it to end, and then get its recorded answer as a
+	// replay (marked with Idempotent-Replayed), instead of the 409
+	// in-flight it gets at once by default; past the bound, or when its
+	// client leaves, it gets that 409. If the running request records
+	// nothing (a 5xx, rolled back), the waiter runs the handler itself,
+	// never while the other runs. A waiting request keeps its
+	// Config.MaxConcurrent slot. See idem.Config.Wait. It cannot be
+	// combined with Leased. Defaults to 0: no wait.
+	Wait time.Duration
 }

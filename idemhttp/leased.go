@@ -33,6 +33,8 @@ func checkLeasedRoute(m *Middleware, o RouteOptions) {
 		panic(fmt.Sprintf("idemhttp: RouteOptions.Kind %q must be printable UTF-8, at most %d bytes", o.Kind, 255-len(KindPrefix)))
 	case o.FailOpen:
 		panic("idemhttp: RouteOptions.FailOpen cannot be combined with Leased: a leased handler's effects are the ones that must not run unprotected")
+	case o.Wait != 0:
+		panic("idemhttp: RouteOptions.Wait cannot be combined with Leased: a leased request in flight may run for minutes")
 	}
 }
 

@@ -61,12 +61,18 @@ func (m *Middleware) Optional(next http.Handler) http.Handler {
 // Route returns middleware that wraps handlers with the policy o. Like
 // http.ServeMux.Handle, it panics on a programming error: a negative TTL;
 // a Kind without Leased; a leased route without Config.Leased, without a
-// Kind, with an invalid Kind or with FailOpen. The middleware it returns
+// Kind, with an invalid Kind, with FailOpen or with Wait; a negative Wait;
+// a KeyFrom with both fields, an invalid header name, Config.Header again,
+// or a JSON field that is not a JSON Pointer. The middleware it returns
 // panics when given a second handler for a Kind already registered.
 func (m *Middleware) Route(o RouteOptions) func(http.Handler) http.Handler {
 	if o.TTL < 0 {
 		panic(fmt.Sprintf("idemhttp: RouteOptions.TTL must not be negative, got %s", o.TTL))
 	}
+	if o.Wait < 0 {
+		panic(fmt.Sprintf("idemhttp: RouteOptions.Wait must not be negative, got %s", o.Wait))
+	}
+	checkKeySource(m, o)
 	if o.Leased {
 		checkLeasedRoute(m, o)
 	} else if o.Kind != "" {
@@ -79,7 +85,7 @@ func (m *Middleware) wrap(next http.Handler, o RouteOptions) http.Handler {
 	if next == nil {
 		panic("idemhttp: nil handler")
 	}
-	h := &handler{m: m, next: next, opts: o}
+	h := &handler{m: m, next: next, opts: o, keyFrom: checkKeySource(m, o)}
 	if o.Leased {
 		h.kind = KindPrefix + o.Kind
 		if err := m.cfg.Leased.Register(h.kind, h.complete); err != nil {
@@ -95,6 +101,8 @@ type handler struct {
 	opts RouteOptions
 	// kind is the registered kind of a leased route, "" on an atomic one.
 	kind string
+	// keyFrom is the checked RouteOptions.KeyFrom.
+	keyFrom keySource
 }
 
 // ServeHTTP takes a protected request through its steps. Each step that
@@ -106,7 +114,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c := &call{m: h.m, h: h, w: w, r: r, start: time.Now(), route: h.m.cfg.Route(r)}
 	defer c.leave()
-	if !c.takeKey() || !c.admit() || !c.readBody() || !c.resolveScope() {
+	if !c.takeKey() || !c.admit() || !c.readBody() || !c.takeBodyKey() || !c.resolveScope() {
 		return
 	}
 	c.req.Fingerprint = c.m.fingerprint(r, c.route, c.body)
@@ -129,6 +137,9 @@ type call struct {
 	route string
 
 	keyHash  string
+	// keyLater is set when the key is to be found in the body, which has
+	// not been read yet.
+	keyLater bool
 	admitted bool
 	body     []byte
 	req      idem.Request

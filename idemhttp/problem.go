@@ -23,6 +23,7 @@ const (
 	ProblemRequestTimeout   = "https://idemkit.dev/problems/request-timeout"
 	ProblemTooBusy          = "https://idemkit.dev/problems/too-busy"
 	ProblemLeaseLost        = "https://idemkit.dev/problems/lease-lost"
+	ProblemConflictingKeys  = "https://idemkit.dev/problems/conflicting-keys"
 )
 
 // ProblemContentType is the media type of the middleware's own error
@@ -55,6 +56,7 @@ var problemTitles = map[string]string{
 	ProblemRequestTimeout:   "Request was not received in time",
 	ProblemTooBusy:          "Too many requests in progress",
 	ProblemLeaseLost:        "The claim on this Idempotency-Key was lost",
+	ProblemConflictingKeys:  "The request carries two different idempotency keys",
 }
 
 // writeProblem sends a problem+json answer. retryAfter, when positive, is

@@ -14,31 +14,106 @@ import (
 // The steps a protected request takes before the store is asked, in order.
 // Each answers the request itself when it refuses it, and returns false.
 
-// takeKey parses the key header. A request without one is refused with 400,
-// or on an Optional route runs the handler unprotected.
+// takeKey parses the key header, and RouteOptions.KeyFrom's header. A
+// request without a key is refused with 400, or on an Optional route runs
+// the handler unprotected, unless its key may be in the body, which
+// takeBodyKey reads once the body has been read.
 func (c *call) takeKey() bool {
 	name := c.m.cfg.Header
 	key, present, err := parseKeyHeader(c.r.Header, name)
-	switch {
-	case !present && c.h.opts.Optional:
-		c.h.next.ServeHTTP(c.w, c.r)
-		c.done(idem.OutcomeUnprotected, 0, nil)
-		return false
-	case !present:
-		writeProblem(c.w, ProblemMissingKey, http.StatusBadRequest,
-			"This request must carry an "+name+" header.", 0)
-		c.done(idem.OutcomeMissingKey, http.StatusBadRequest, nil)
-		return false
-	case err != nil:
-		writeProblem(c.w, ProblemInvalidKey, http.StatusBadRequest, keyErrorDetail(name, err), 0)
-		c.done(idem.OutcomeInvalidKey, http.StatusBadRequest, err)
+	if err != nil {
+		c.refuseKey(keyErrorDetail(name, err), err)
 		return false
 	}
-	c.req.Key = key
-	c.req.TTL = c.h.opts.TTL
-	c.keyHash = idem.KeyHash(key)
+	if src := c.h.keyFrom.header; src != "" {
+		k, p, err := parseKeyHeader(c.r.Header, src)
+		switch {
+		case err != nil:
+			c.refuseKey(keyErrorDetail(src, err), err)
+			return false
+		case p && present && k != key:
+			c.refuseConflict(src)
+			return false
+		case p:
+			key, present, name = k, true, src
+		}
+	}
+	switch {
+	case !present && c.h.keyFrom.pointer != nil:
+		c.keyLater = true
+		return true
+	case !present:
+		c.noKey(c.r)
+		return false
+	}
+	c.setKey(key)
 	return true
 }
+
+// takeBodyKey finds the key in the body when RouteOptions.KeyFrom.JSON is
+// set, and checks it against the header's when both are there.
+func (c *call) takeBodyKey() bool {
+	src := c.h.keyFrom
+	if src.pointer == nil {
+		return true
+	}
+	key, present, err := bodyKey(c.body, src.pointer)
+	switch {
+	case err != nil:
+		c.refuseKey(bodyKeyErrorDetail(src.json, err), err)
+		return false
+	case present && !c.keyLater && key != c.req.Key:
+		c.refuseConflict("the body member " + src.json)
+		return false
+	case present && c.keyLater:
+		c.setKey(key)
+	case c.keyLater:
+		c.noKey(withBody(c.r, c.body))
+		return false
+	}
+	return true
+}
+
+func (c *call) setKey(key string) {
+	c.req.Key = key
+	c.req.TTL = c.h.opts.TTL
+	c.req.Wait = c.h.opts.Wait
+	c.keyHash = idem.KeyHash(key)
+}
+
+// noKey answers a request without a key: r runs the handler unprotected on
+// an Optional route, and is refused with 400 missing-key on the others.
+func (c *call) noKey(r *http.Request) {
+	if c.h.opts.Optional {
+		c.h.next.ServeHTTP(c.w, r)
+		c.done(idem.OutcomeUnprotected, 0, nil)
+		return
+	}
+	detail := "This request must carry an " + c.m.cfg.Header + " header."
+	switch src := c.h.keyFrom; {
+	case src.header != "":
+		detail = "This request must carry an " + c.m.cfg.Header + " or a " + src.header + " header."
+	case src.pointer != nil:
+		detail = "This request must carry an " + c.m.cfg.Header + " header, or its key in the JSON body's member " + src.json + "."
+	}
+	writeProblem(c.w, ProblemMissingKey, http.StatusBadRequest, detail, 0)
+	c.done(idem.OutcomeMissingKey, http.StatusBadRequest, nil)
+}
+
+func (c *call) refuseKey(detail string, err error) {
+	writeProblem(c.w, ProblemInvalidKey, http.StatusBadRequest, detail, 0)
+	c.done(idem.OutcomeInvalidKey, http.StatusBadRequest, err)
+}
+
+// refuseConflict refuses a request whose key in Config.Header differs
+// from the one in other.
+func (c *call) refuseConflict(other string) {
+	writeProblem(c.w, ProblemConflictingKeys, http.StatusBadRequest,
+		"The "+c.m.cfg.Header+" header and "+other+" carry different keys; send one key, or the same in both. Nothing was done.", 0)
+	c.done(idem.OutcomeInvalidKey, http.StatusBadRequest, errConflictingKeys)
+}
+
+var errConflictingKeys = fmt.Errorf("%w: two different keys", idem.ErrInvalidKey)
 
 // admit takes one of the Config.MaxConcurrent slots, or refuses the
 // request with 503 too-busy before its body is read.
@@ -161,6 +236,12 @@ func parseKeyHeader(h http.Header, name string) (key string, present bool, err e
 	default:
 		return "", true, fmt.Errorf("%w: the header appears %d times", idem.ErrInvalidKey, len(vs))
 	}
+}
+
+// bodyKeyErrorDetail is keyErrorDetail for a key in the body.
+func bodyKeyErrorDetail(pointer string, err error) string {
+	reason := strings.TrimPrefix(err.Error(), idem.ErrInvalidKey.Error()+": ")
+	return "The JSON body's member " + pointer + " must be a string (or a number) of 1 to 255 visible ASCII characters: " + reason + "."
 }
 
 // keyErrorDetail turns a key error into a problem detail for the client.
