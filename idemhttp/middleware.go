@@ -136,7 +136,7 @@ type call struct {
 	start time.Time
 	route string
 
-	keyHash  string
+	keyHash string
 	// keyLater is set when the key is to be found in the body, which has
 	// not been read yet.
 	keyLater bool
