@@ -29,6 +29,7 @@ type Store struct {
 	locks   map[recordKey]bool
 	values  map[string]string
 	steps   map[recordKey][]idem.Step // leased mode's recovery points
+	audit   []idem.AuditEntry         // the Admin's log, oldest first
 }
 
 var (

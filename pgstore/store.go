@@ -22,6 +22,7 @@ type Store struct {
 	sql   pgschema.Statements // built once from names
 
 	leased pgschema.LeasedStatements // built once from names
+	admin  pgschema.AdminStatements  // built once from names
 
 	connCheck pgschema.ConnCheck
 	probes    reserve // the connections of Config.ProbeConns
@@ -61,6 +62,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 		pool: pool, cfg: c, names: n,
 		sql:    pgschema.NewStatements(n, set.IdleInTransactionTimeout),
 		leased: pgschema.NewLeasedStatements(n, set.IdleInTransactionTimeout),
+		admin:  pgschema.NewAdminStatements(n),
 	}
 	s.probes.conns = int32(c.ProbeConns)
 	s.lockKey = s.hashLockKey

@@ -47,6 +47,21 @@ var migrations = []string{
 	// whoever completes it keeps (idem.Record.TTL). 0, the default of the
 	// rows written before, is "unknown": the engine's TTL applies.
 	`ALTER TABLE idem_records ADD COLUMN ttl INTEGER NOT NULL DEFAULT 0;`,
+
+	// 4: the audit log of idem.Admin (admin.go): one row per change an
+	// operator made, written in the change's transaction. before is the
+	// record as it was, as encoding/json writes an idem.Record.
+	`CREATE TABLE idem_audit (
+		id     INTEGER PRIMARY KEY AUTOINCREMENT,
+		at     INTEGER NOT NULL,
+		actor  TEXT    NOT NULL,
+		action TEXT    NOT NULL,
+		reason TEXT    NOT NULL,
+		scope  TEXT    NOT NULL,
+		key    TEXT    NOT NULL,
+		status INTEGER NOT NULL,
+		before BLOB    NOT NULL
+	);`,
 }
 
 // SchemaVersion is the schema version this package writes.

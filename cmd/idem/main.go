@@ -7,6 +7,10 @@
 //	idem sweep    delete expired records once
 //	idem complete finish abandoned payouts once (one completer pass)
 //	idem inspect  show one record
+//	idem keys     list records, or the audit log of what operators changed
+//	idem forget   delete one record so that its key runs again (audited)
+//	idem pending  list leased work in flight or stuck, with its steps
+//	idem resolve  record the final answer of stuck leased work (audited)
 //	idem check    audit an HTTP endpoint's duplicate path
 //	idem import   apply a CSV of transfers, re-runnable after a crash
 //
@@ -63,6 +67,10 @@ Commands:
 	sweep    delete expired idempotency records once
 	complete finish abandoned payouts once (one completer pass)
 	inspect  show one idempotency record
+	keys     list idempotency records (--audit: what operators changed)
+	forget   delete one record so that the next request with its key runs again
+	pending  list leased work in flight or stuck, with its steps and last error
+	resolve  record the final answer of stuck leased work, or abandon it
 	check    audit any HTTP endpoint's duplicate path (retries, duplicates, keys)
 	import   apply a CSV of transfers to the ledger; re-running it applies nothing twice
 
@@ -94,6 +102,14 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&completeCommand{Main: m}).Run(ctx, rest)
 	case "inspect":
 		return (&inspectCommand{Main: m}).Run(ctx, rest)
+	case "keys":
+		return (&keysCommand{Main: m}).Run(ctx, rest)
+	case "forget":
+		return (&forgetCommand{Main: m}).Run(ctx, rest)
+	case "pending":
+		return (&pendingCommand{Main: m}).Run(ctx, rest)
+	case "resolve":
+		return (&resolveCommand{Main: m}).Run(ctx, rest)
 	case "check":
 		return (&checkCommand{Main: m}).Run(ctx, rest)
 	case "import":

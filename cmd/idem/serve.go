@@ -87,6 +87,7 @@ type serveOptions struct {
 	orphanAfter            time.Duration
 	otlp, logLevel         string
 	replayCache            string
+	admin                  adminOptions // the console's (serve_admin.go)
 
 	// Set by validate.
 	sqlDB, redisDB string        // see ledgerDB
@@ -116,11 +117,15 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.completeInterval, "complete-interval", 5*time.Second, "with -provider: the pause between two passes of the completer, which finishes the payouts left pending")
 	fs.DurationVar(&o.orphanAfter, "orphan-after", transfers.DefaultOrphanAfter, "with -provider: how long a payout may stay pending in the ledger with no execution taking it up before the orphan scan (every -complete-interval) takes it for one whose leased record was lost, and finishes or reports it")
 	fs.StringVar(&o.otlp, "otlp", "", "export traces over OTLP/HTTP to this collector base URL (http://127.0.0.1:4318); defaults to OTEL_EXPORTER_OTLP_ENDPOINT, and to no tracing when neither is set")
+	o.admin.flags(fs)
 	fs.StringVar(&o.logLevel, "log-level", "info", "the least level of the lines logged to stderr: debug, info, warn or error; at debug, each request's outcome is logged")
 }
 
 func (o *serveOptions) validate() error {
 	if err := o.noArgs("serve"); err != nil {
+		return err
+	}
+	if err := o.admin.validate(); err != nil {
 		return err
 	}
 	for _, d := range []struct {
@@ -316,6 +321,11 @@ func (c *serveCommand) run(ctx context.Context, o *serveOptions) error {
 		cons = startConsumer(consumeCtx, run, log)
 	}
 
+	stopAdmin, _, err := startAdmin(&o.admin, b.store, o.leased.reportAfter, o.ttl, log)
+	if err != nil {
+		return err
+	}
+	defer stopAdmin()
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

@@ -70,6 +70,23 @@ CREATE TABLE ` + n.Steps + ` (
 	{version: 4, sql: func(n Names) string {
 		return `ALTER TABLE ` + n.Table + ` ADD COLUMN ttl_us bigint NOT NULL DEFAULT 0`
 	}},
+	// 5: the audit log of idem.Admin (AdminStatements): one row per
+	// change an operator made, written in the change's transaction.
+	// before is the record as it was, as encoding/json writes an
+	// idem.Record.
+	{version: 5, sql: func(n Names) string {
+		return `CREATE TABLE ` + n.Audit + ` (
+	id     bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	at     timestamptz NOT NULL,
+	actor  text        NOT NULL,
+	action text        NOT NULL,
+	reason text        NOT NULL,
+	scope  text        NOT NULL,
+	key    text        NOT NULL,
+	status integer     NOT NULL,
+	before jsonb       NOT NULL
+)`
+	}},
 }
 
 // LatestVersion is the version of the last migration: a table that has

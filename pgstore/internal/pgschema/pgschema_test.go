@@ -44,7 +44,8 @@ func TestNewNamesQuotes(t *testing.T) {
 	t.Parallel()
 	n := NewNames(`s"x`, "t")
 	want := Names{Schema: `"s""x"`, Table: `"s""x"."t"`, Migrations: `"s""x"."t_migrations"`, PKey: `"t_pkey"`, ExpiresIdx: `"t_expires_at_idx"`,
-		PendingIdx: `"t_pending_idx"`, Steps: `"s""x"."t_steps"`, StepsPKey: `"t_steps_pkey"`, BeginFunc: `"s""x"."t_begin"`}
+		PendingIdx: `"t_pending_idx"`, Steps: `"s""x"."t_steps"`, StepsPKey: `"t_steps_pkey"`, BeginFunc: `"s""x"."t_begin"`,
+		Audit: `"s""x"."t_audit"`}
 	if n != want {
 		t.Errorf("NewNames = %+v, want %+v", n, want)
 	}
@@ -287,7 +288,8 @@ func TestNamesFitTheIdentifierLimit(t *testing.T) {
 	}
 	n := NewNames("s", table)
 	for _, q := range []string{n.PKey, n.ExpiresIdx, n.PendingIdx, n.StepsPKey, strings.TrimPrefix(n.Migrations, `"s".`),
-		strings.TrimPrefix(n.Steps, `"s".`), Quote(table + "_steps_seq_seq")} {
+		strings.TrimPrefix(n.Steps, `"s".`), Quote(table + "_steps_seq_seq"),
+		strings.TrimPrefix(n.Audit, `"s".`), Quote(table + "_audit_id_seq")} {
 		if name := strings.Trim(q, `"`); len(name) > 63 {
 			t.Errorf("%s is %d bytes, more than 63", name, len(name))
 		}

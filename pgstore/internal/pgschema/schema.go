@@ -35,6 +35,9 @@ type Names struct {
 
 	// BeginFunc is the function of migration 3, "s"."t_begin".
 	BeginFunc string
+
+	// Audit is the audit log of idem.Admin (migration 5), "s"."t_audit".
+	Audit string
 }
 
 // NewNames quotes the identifiers of table in schema. Both must have
@@ -50,6 +53,7 @@ func NewNames(schema, table string) Names {
 		Steps:      Quote(schema) + "." + Quote(table+"_steps"),
 		StepsPKey:  Quote(table + "_steps_pkey"),
 		BeginFunc:  Quote(schema) + "." + Quote(table+"_begin"),
+		Audit:      Quote(schema) + "." + Quote(table+"_audit"),
 	}
 }
 

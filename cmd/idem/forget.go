@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+)
+
+const forgetSynopsis = `forget [-db idem.db | postgres://… | redis://…] <scope> <key> [--force] --reason TEXT [--actor NAME]
+
+forget deletes a completed or expired record, so that the next request
+with the key runs again. It refuses a pending (leased) record, whose work
+may have had effects, unless --force; it never deletes a record whose
+lease is live, even with --force. The record as it was, who (--actor, or
+the OS user), when and why are written to the audit log in the same
+transaction (idem keys --audit lists it). <scope> and <key> are given as
+for idem inspect.`
+
+type forgetCommand struct {
+	*Main
+}
+
+// forgetOptions is idem forget's command line.
+type forgetOptions struct {
+	commandLine
+	db, reason, actor string
+	force             bool
+
+	// Set by validate.
+	scope, key string
+}
+
+func (o *forgetOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, postgres:// URL, or redis:// server")
+	fs.StringVar(&o.reason, "reason", "", "why (required; written to the audit log)")
+	fs.StringVar(&o.actor, "actor", "", "who, for the audit log (default: the OS user)")
+	fs.BoolVar(&o.force, "force", false, "delete a pending record whose lease has ended too (never one whose lease is live)")
+}
+
+func (o *forgetOptions) validate() error {
+	if len(o.args) != 2 {
+		return usageError{"forget: want two arguments, <scope> and <key>"}
+	}
+	o.scope = o.args[0]
+	var err error
+	if o.key, err = parseKeyArg(o.args[1]); err != nil {
+		return usageError{fmt.Sprintf("forget: %v", err)}
+	}
+	if strings.TrimSpace(o.reason) == "" {
+		return usageError{"forget: --reason is required: say why, for the audit log"}
+	}
+	return nil
+}
+
+// Run parses args, validates them and runs idem forget.
+func (c *forgetCommand) Run(ctx context.Context, args []string) error {
+	o := new(forgetOptions)
+	if err := c.parseOptions("forget", forgetSynopsis, flagsAnywhere, args, o); err != nil {
+		return err
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	return c.run(ctx, o)
+}
+
+func (c *forgetCommand) run(ctx context.Context, o *forgetOptions) error {
+	s, err := openAdmin(ctx, "forget", o.db, false)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	rec, err := forget(ctx, s, change{scope: o.scope, key: o.key, actor: actorName(o.actor), reason: o.reason, force: o.force}, time.Now())
+	if err != nil {
+		return fmt.Errorf("forget: %w", refusalHint(err))
+	}
+	fmt.Fprintf(c.Stdout, "forgot %s %s (it was %s, status %d, %d attempt(s)); the next request with the key runs again\n",
+		rec.Scope, rec.Key, recordState(rec, time.Now()), rec.Result.Status, rec.Attempts)
+	return nil
+}
