@@ -305,4 +305,12 @@ type RouteOptions struct {
 	// Kind may be given to one handler only. Required when Leased is set,
 	// and only then.
 	Kind string
+
+	// OnMismatch, when set, answers a request whose key was used before
+	// with another request, in place of the 422 key-reused problem: for
+	// callers whose key is not the client's choice, such as a webhook's
+	// delivery id (package idemwebhook answers 409 with it). Nothing runs,
+	// nothing is replayed, and the outcome is still idem.OutcomeMismatch,
+	// with the status OnMismatch wrote. Defaults to nil: the 422 problem.
+	OnMismatch http.Handler
 }
