@@ -296,4 +296,3 @@ func writeProblem(w http.ResponseWriter, typ string, status int, title, detail s
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
-
