@@ -322,4 +322,11 @@ type RouteOptions struct {
 	// Config.MaxConcurrent slot. See idem.Config.Wait. It cannot be
 	// combined with Leased. Defaults to 0: no wait.
 	Wait time.Duration
+	// OnMismatch, when set, answers a request whose key was used before
+	// with another request, in place of the 422 key-reused problem: for
+	// callers whose key is not the client's choice, such as a webhook's
+	// delivery id (package idemwebhook answers 409 with it). Nothing runs,
+	// nothing is replayed, and the outcome is still idem.OutcomeMismatch,
+	// with the status OnMismatch wrote. Defaults to nil: the 422 problem.
+	OnMismatch http.Handler
 }

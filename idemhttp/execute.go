@@ -107,6 +107,10 @@ func (c *call) answerError(err error) {
 		writeProblem(w, ProblemInFlight, http.StatusConflict,
 			"Another request with this key is being processed. Retry after it completes.", ife.RetryAfter)
 		c.done(idem.OutcomeInFlight, http.StatusConflict, nil)
+	case errors.Is(err, idem.ErrMismatch) && c.h.opts.OnMismatch != nil:
+		sw := &statusWriter{ResponseWriter: w}
+		c.h.opts.OnMismatch.ServeHTTP(sw, c.r)
+		c.done(idem.OutcomeMismatch, sw.status(), nil)
 	case errors.Is(err, idem.ErrMismatch):
 		writeProblem(w, ProblemMismatch, http.StatusUnprocessableEntity,
 			"This key was already used with a different request. Use a new key for a new request.", 0)
@@ -161,4 +165,32 @@ func (m *Middleware) recordedHeader(h http.Header) map[string][]string {
 		}
 	}
 	return out
+}
+
+// statusWriter remembers the status written through it, for the outcome
+// of an answer that RouteOptions.OnMismatch wrote.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
 }

@@ -88,6 +88,7 @@ type serveOptions struct {
 	otlp, logLevel         string
 	replayCache            string
 	admin                  adminOptions // the console's (serve_admin.go)
+	webhookSecrets         secretFlags
 
 	// Set by validate.
 	sqlDB, redisDB string        // see ledgerDB
@@ -118,6 +119,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.orphanAfter, "orphan-after", transfers.DefaultOrphanAfter, "with -provider: how long a payout may stay pending in the ledger with no execution taking it up before the orphan scan (every -complete-interval) takes it for one whose leased record was lost, and finishes or reports it")
 	fs.StringVar(&o.otlp, "otlp", "", "export traces over OTLP/HTTP to this collector base URL (http://127.0.0.1:4318); defaults to OTEL_EXPORTER_OTLP_ENDPOINT, and to no tracing when neither is set")
 	o.admin.flags(fs)
+	fs.Var(&o.webhookSecrets, "webhook-secret", webhookSecretUsage)
 	fs.StringVar(&o.logLevel, "log-level", "info", "the least level of the lines logged to stderr: debug, info, warn or error; at debug, each request's outcome is logged")
 }
 
@@ -161,6 +163,9 @@ func (o *serveOptions) validate() error {
 	}
 	if o.cacheBytes, err = parseCacheSize(o.replayCache); err != nil {
 		return usageError{fmt.Sprintf("serve: -replay-cache %s, got %q", err, o.replayCache)}
+	}
+	if len(o.webhookSecrets) > 0 && o.mode == "off" {
+		return usageError{"serve: -webhook-secret needs -idempotency on: the records are what apply each delivery once"}
 	}
 	if o.given["replay-cache"] && o.mode == "off" {
 		return usageError{"serve: -replay-cache applies only with -idempotency on"}
@@ -247,7 +252,8 @@ func (c *serveCommand) run(ctx context.Context, o *serveOptions) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer closeLeased()
-	cfg := &transfers.Config{Logger: log, BodyTimeout: o.bodyTimeout, RequestTimeout: o.timeout, MaxConcurrent: o.maxConcurrent}
+	cfg := &transfers.Config{Logger: log, BodyTimeout: o.bodyTimeout, RequestTimeout: o.timeout, MaxConcurrent: o.maxConcurrent,
+		WebhookSecrets: o.webhookSecrets}
 	reg, err := setupMetrics(cfg, b.pool)
 	if err != nil {
 		return err
@@ -345,6 +351,9 @@ func (c *serveCommand) run(ctx context.Context, o *serveOptions) error {
 	}
 	if b.pool != nil {
 		attrs = append(attrs, "pool", b.pool.Config().MaxConns)
+	}
+	if n := len(o.webhookSecrets); n > 0 {
+		attrs = append(attrs, "webhook_secrets", n)
 	}
 	log.Info("idem serve: listening", attrs...)
 	errc := make(chan error, 1)

@@ -227,7 +227,10 @@ func (db *Database) migrateSteps(ctx context.Context) error {
 	if err := db.migrateImport(ctx); err != nil {
 		return err
 	}
-	return db.migratePayoutOpKey(ctx)
+	if err := db.migratePayoutOpKey(ctx); err != nil {
+		return err
+	}
+	return db.migrateDeposits(ctx)
 }
 
 // database/sql adapter.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/idemwebhook"
 )
 
 // Config configures a Service. The zero value, and a nil *Config, mean
@@ -94,6 +95,16 @@ type Config struct {
 	// loses a record"). Set it to the TTL of Leased's records. Defaults
 	// to idem.DefaultTTL.
 	KeyTTL time.Duration
+
+	// WebhookSecrets, when set, serve POST /webhooks/deposits: deliveries
+	// signed with Standard Webhooks under any of these secrets ("whsec_…";
+	// several while one is rotated), received exactly once through Guard
+	// (see deposit.go). They are never logged. Defaults to none.
+	WebhookSecrets []string
+
+	// WebhookObserver is told the outcome of every delivery. Defaults to
+	// none.
+	WebhookObserver idemwebhook.Observer
 }
 
 // PayoutKind is the RouteOptions.Kind of POST /payouts.
@@ -188,6 +199,9 @@ func New(ctx context.Context, db *Database, cfg *Config) (*Service, error) {
 	mux.HandleFunc("GET /payouts", s.listPayouts)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
+	if err := s.routeDeposits(mux); err != nil {
+		return nil, err
+	}
 	if c.Metrics != nil {
 		mux.Handle("GET /metrics", c.Metrics)
 	}
