@@ -350,7 +350,7 @@ var splitColumns = []string{"fingerprint", "state", "status", "headers", "body",
 // record.
 type nullRecord struct {
 	fingerprint, state, headers, body, kind, input, lastError []byte
-	status, attempts                                         sql.NullInt64
+	status, attempts                                          sql.NullInt64
 	created, expires, token, leaseUntil, ttl                  sql.NullInt64
 }
 
