@@ -103,15 +103,15 @@ var mysqlSchemaStatements = []string{
 var mysqlRewrites = map[string]string{
 	`INSERT INTO accounts (id, balance) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET balance = excluded.balance`: `INSERT INTO accounts (id, balance) VALUES ($1, $2) ON DUPLICATE KEY UPDATE balance = VALUES(balance)`,
 
-	`SELECT count(*) FROM pg_attribute WHERE attrelid = 'transfers'::regclass AND attname IN ('batch_id', 'row_id') AND NOT attisdropped`: `SELECT count(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'transfers' AND COLUMN_NAME IN ('batch_id', 'row_id')`,
-	`ALTER TABLE transfers ADD COLUMN IF NOT EXISTS batch_id text, ADD COLUMN IF NOT EXISTS row_id text`:                                   `ALTER TABLE transfers ADD COLUMN batch_id VARCHAR(255), ADD COLUMN row_id VARCHAR(255)`,
+	`SELECT count(*) FROM pg_attribute WHERE attrelid = 'transfers'::regclass AND attname IN ('batch_id', 'row_id') AND NOT attisdropped`:                    `SELECT count(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'transfers' AND COLUMN_NAME IN ('batch_id', 'row_id')`,
+	`ALTER TABLE transfers ADD COLUMN IF NOT EXISTS batch_id text, ADD COLUMN IF NOT EXISTS row_id text`:                                                     `ALTER TABLE transfers ADD COLUMN batch_id VARCHAR(255), ADD COLUMN row_id VARCHAR(255)`,
 	`SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = 'transfers'::regclass AND c.relname = 'transfers_batch_row'`: `SELECT count(DISTINCT INDEX_NAME) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'transfers' AND INDEX_NAME = 'transfers_batch_row'`,
-	`CREATE UNIQUE INDEX IF NOT EXISTS transfers_batch_row ON transfers (batch_id, row_id)`:                                                   `CREATE UNIQUE INDEX transfers_batch_row ON transfers (batch_id, row_id)`,
+	`CREATE UNIQUE INDEX IF NOT EXISTS transfers_batch_row ON transfers (batch_id, row_id)`:                                                                  `CREATE UNIQUE INDEX transfers_batch_row ON transfers (batch_id, row_id)`,
 
-	`SELECT count(*) FROM pg_attribute WHERE attrelid = 'payouts'::regclass AND attname = $1 AND NOT attisdropped`:                          `SELECT count(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'payouts' AND COLUMN_NAME = $1`,
+	`SELECT count(*) FROM pg_attribute WHERE attrelid = 'payouts'::regclass AND attname = $1 AND NOT attisdropped`:                      `SELECT count(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'payouts' AND COLUMN_NAME = $1`,
 	`SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = 'payouts'::regclass AND c.relname = $1`: `SELECT count(DISTINCT INDEX_NAME) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'payouts' AND INDEX_NAME = $1`,
-	`CREATE INDEX IF NOT EXISTS payouts_pending ON payouts (seen_at) WHERE state = 'pending'`:                                              `CREATE INDEX payouts_pending ON payouts (seen_at)`,
-	`CREATE UNIQUE INDEX IF NOT EXISTS payouts_op_key ON payouts (op_key)`:                                                                  `CREATE UNIQUE INDEX payouts_op_key ON payouts (op_key)`,
+	`CREATE INDEX IF NOT EXISTS payouts_pending ON payouts (seen_at) WHERE state = 'pending'`:                                           `CREATE INDEX payouts_pending ON payouts (seen_at)`,
+	`CREATE UNIQUE INDEX IF NOT EXISTS payouts_op_key ON payouts (op_key)`:                                                              `CREATE UNIQUE INDEX payouts_op_key ON payouts (op_key)`,
 }
 
 // mysqlQ runs the ledger's statements on MySQL (see MySQL): r is the
