@@ -70,6 +70,9 @@ func open(ctx context.Context, db string, opts backendOptions) (*backend, error)
 		// ledgerDB); this is the backstop.
 		return nil, usageError{"a Redis server keeps only the leased records of payouts; this needs the SQL database (a SQLite file path or a postgres:// URL)"}
 	}
+	if isMySQL(db) {
+		return openMySQL(ctx, db, opts)
+	}
 	if isPostgres(db) {
 		// The records live beside the ledger: pgstore uses the
 		// connection's current schema (the URL's search_path, if any).
@@ -157,11 +160,11 @@ func withPoolSize(db string, n int, explicit bool) (string, error) {
 	return u.String(), nil
 }
 
-// redact hides the passwords in a database URL (postgres:// or redis://)
+// redact hides the passwords in a database URL (postgres://, mysql:// or redis://)
 // for logs and errors: the one in user:password@ and the password and
 // sslpassword parameters, which pgx accepts in the query too.
 func redact(db string) string {
-	if !isPostgres(db) && !isRedis(db) {
+	if !isSQLServer(db) && !isRedis(db) {
 		return db
 	}
 	u, err := url.Parse(db)

@@ -103,7 +103,7 @@ func (c *importCommand) run(ctx context.Context, o *importOptions) error {
 	concurrency := o.concurrency
 	if concurrency == 0 {
 		concurrency = 1
-		if isPostgres(o.db) {
+		if isSQLServer(o.db) {
 			concurrency = 4
 		}
 	}
@@ -129,13 +129,13 @@ func (c *importCommand) run(ctx context.Context, o *importOptions) error {
 		return fmt.Errorf("import: %s: %d malformed line(s); nothing was applied (a file is applied whole or not at all: see docs/BATCHES.md)", file, len(bad))
 	}
 
-	if !isPostgres(o.db) {
+	if !isSQLServer(o.db) {
 		if _, err := os.Stat(o.db); err != nil {
 			return fmt.Errorf("import: no database there (%w); give the -db that idem serve uses", err)
 		}
 	}
 	opts := backendOptions{lockedHint: "SQLite is one process per file: stop idem serve, or import into PostgreSQL where both run at once; nothing was applied"}
-	if isPostgres(o.db) {
+	if isSQLServer(o.db) {
 		opts.pool = concurrency + 1
 	}
 	b, err := openBackend(ctx, o.db, opts)

@@ -152,11 +152,11 @@ func (o *serveOptions) validate() error {
 		return usageError{fmt.Sprintf("serve: -pool must be positive, got %d", o.pool)}
 	case o.maxConcurrent < 1:
 		return usageError{fmt.Sprintf("serve: -max-concurrent must be positive, got %d", o.maxConcurrent)}
-	case o.given["pool"] && !isPostgres(o.sqlDB):
-		return usageError{"serve: -pool applies to PostgreSQL only (SQLite writes one transaction at a time whatever the pool)"}
+	case o.given["pool"] && !isSQLServer(o.sqlDB):
+		return usageError{"serve: -pool applies to PostgreSQL and MySQL only (SQLite writes one transaction at a time whatever the pool)"}
 	}
-	if o.probe && !isPostgres(o.sqlDB) {
-		return usageError{"serve: -replay-probe applies to PostgreSQL only"}
+	if o.probe && !isSQLServer(o.sqlDB) {
+		return usageError{"serve: -replay-probe applies to PostgreSQL and MySQL only"}
 	}
 	if o.mode != "on" && o.mode != "off" {
 		return usageError{fmt.Sprintf(`serve: -idempotency must be "on" or "off", got %q`, o.mode)}
@@ -239,7 +239,7 @@ func (c *serveCommand) run(ctx context.Context, o *serveOptions) error {
 	log := slog.New(slog.NewTextHandler(c.Stderr, &slog.HandlerOptions{Level: o.level}))
 
 	opts := backendOptions{replayProbe: o.probe}
-	if isPostgres(o.sqlDB) {
+	if isSQLServer(o.sqlDB) {
 		opts.pool, opts.poolExplicit = o.pool, o.given["pool"]
 	}
 	b, err := openBackend(ctx, o.sqlDB, opts)

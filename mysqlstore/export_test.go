@@ -1,0 +1,6 @@
+package mysqlstore
+
+// SetCommitHook makes s call hook before each COMMIT of atomic work, in the
+// goroutine that runs it: a hook that blocks is a COMMIT that hangs, one
+// that fails a COMMIT that fails.
+func SetCommitHook(s *Store, hook func() error) { s.commitHook = hook }

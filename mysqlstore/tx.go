@@ -1,0 +1,161 @@
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/idemkit/idem"
+)
+
+// Tx is an open atomic-mode transaction on a connection that holds the
+// lock of one key. It implements idem.Tx. The work writes its effect
+// through the *sql.Tx that TxFrom returns.
+type Tx struct {
+	store      *Store
+	conn       *sql.Conn
+	tx         *sql.Tx
+	cancel     context.CancelFunc // ends the context tx was begun with
+	lock       string
+	scope, key string
+	ended      bool
+	expiredRow bool // Begin saw an expired record of the key
+}
+
+var _ idem.Tx = (*Tx)(nil)
+
+// TxFrom returns the *sql.Tx that the work passed to idem.Guard.Do runs in,
+// or that a local step of leased work runs in (idem.Run.LocalStep), and
+// whether ctx carries a mysqlstore transaction. Write the effect through
+// it so that the effect commits with the record (or the recovery point),
+// or not at all.
+//
+// The *sql.Tx belongs to the Guard (or LocalStep), which commits it or
+// rolls it back: do not call its Commit or Rollback, nor Exec COMMIT,
+// ROLLBACK or a statement that commits implicitly (DDL, LOCK TABLES);
+// return an error from the work to roll back. A work that ends the
+// transaction makes the commit fail with an error matching
+// idem.ErrUnavailable, and nothing is recorded; if it committed, its
+// effect is then committed without a record. Savepoints of the work's own
+// are fine. Once Guard.Do has returned, the *sql.Tx answers sql.ErrTxDone.
+func TxFrom(ctx context.Context) (*sql.Tx, bool) {
+	tx, ok := idem.TxFrom(ctx)
+	if !ok {
+		return nil, false
+	}
+	h, ok := tx.Handle().(*sql.Tx)
+	return h, ok
+}
+
+// Handle implements idem.Tx; it returns the transaction as a *sql.Tx.
+func (t *Tx) Handle() any { return t.tx }
+
+// Commit implements idem.Tx. In the work's transaction, it releases
+// Begin's savepoint (which fails if the work ended the transaction), then
+// deletes the key's record if Begin saw it expired (and only if it still
+// is), inserts p.Record and commits; then it releases the key's lock. A
+// live record makes the INSERT fail on the primary key: the transaction is
+// rolled back and the error matches idem.ErrConflict. ctx bounds the
+// statements and the wait for COMMIT: a COMMIT that has not answered by
+// then goes on in the background, Commit fails with an error matching
+// idem.ErrUnavailable (the outcome is unknown), and the key stays locked
+// until the COMMIT ends, after which the retry finds the record if it
+// committed, and replays it.
+func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
+	if t.ended {
+		return nil
+	}
+	t.ended = true
+	fail := func(op string, err error) error {
+		t.end(ctx, false)
+		return unavailable(op, ctxCause(ctx, err))
+	}
+	r := p.Record
+	headers, err := headersLit(r.Result.Header)
+	if err != nil {
+		return fail("commit", err)
+	}
+	if _, err := t.tx.ExecContext(ctx, "RELEASE SAVEPOINT "+savepoint); err != nil {
+		if isErr(err, errSavepointMissing) || errors.Is(err, sql.ErrTxDone) {
+			err = fmt.Errorf("%w: %w", errWorkEndedTx, err)
+		}
+		return fail("commit", err)
+	}
+	if t.expiredRow {
+		if _, err := t.tx.ExecContext(ctx, "DELETE FROM "+t.store.names.table+" WHERE "+keyIs(t.scope, t.key)+
+			" AND expires_at <= "+intLit(micros(p.Now))); err != nil {
+			return fail("commit: delete expired", err)
+		}
+	}
+	state := r.State
+	if state == "" {
+		state = idem.StateCompleted
+	}
+	body := r.Result.Body
+	if body == nil {
+		body = []byte{}
+	}
+	_, err = t.tx.ExecContext(ctx, "INSERT INTO "+t.store.names.table+" (scope, `key`, fingerprint, state, status, headers, body, created_at, expires_at, kind, last_error) VALUES ("+
+		hexLit(t.scope)+", "+hexLit(t.key)+", "+hexLit(r.Fingerprint)+", "+hexLit(string(state))+", "+intLit(int64(r.Result.Status))+", "+
+		headers+", "+hexLit(body)+", "+intLit(micros(r.CreatedAt))+", "+intLit(micros(r.ExpiresAt))+", '', '')")
+	if isErr(err, errDupEntry) {
+		t.end(ctx, false)
+		// MySQL's message quotes the key's value: it stays out of the
+		// error, which ends up in logs.
+		return fmt.Errorf("%w: mysqlstore: %s: the primary key refused the insert (error %d)", idem.ErrConflict, recordName(t.scope, t.key), errDupEntry)
+	}
+	if err != nil {
+		return fail("commit: insert", err)
+	}
+	// COMMIT runs in a goroutine of its own: database/sql gives it no
+	// context, and a server that hangs (a stuck fsync, a lost network)
+	// must not hold the caller past ctx.
+	done := make(chan error, 1)
+	go func() {
+		if h := t.store.commitHook; h != nil {
+			if err := h(); err != nil {
+				_ = t.tx.Rollback()
+				done <- err
+				return
+			}
+		}
+		done <- t.tx.Commit()
+	}()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		go func() {
+			<-done
+			t.end(context.Background(), true)
+		}()
+		return unavailable("commit", fmt.Errorf("COMMIT did not answer in time, and goes on in the background: the outcome is unknown: %w", context.Cause(ctx)))
+	}
+	t.end(ctx, err == nil)
+	if err != nil {
+		// A duplicate here is not the record's (its INSERT went through).
+		return unavailable("commit", err)
+	}
+	return nil
+}
+
+// end rolls back what is left of the transaction, unless committed, and
+// releases the key's lock and the connection.
+func (t *Tx) end(ctx context.Context, committed bool) {
+	if !committed {
+		_ = t.tx.Rollback()
+	}
+	t.cancel()
+	releaseLock(ctx, t.conn, t.lock)
+}
+
+// Rollback implements idem.Tx. It is safe to call after Commit or a
+// previous Rollback, where it does nothing.
+func (t *Tx) Rollback(ctx context.Context) error {
+	if t.ended {
+		return nil
+	}
+	t.ended = true
+	t.end(ctx, false)
+	return nil
+}
