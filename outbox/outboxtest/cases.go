@@ -26,8 +26,8 @@ func newClock() *clock {
 	c.ns.Store(time.Now().UnixNano())
 	return c
 }
-func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *clock) Add(d time.Duration)     { c.ns.Add(int64(d)) }
+func (c *clock) Now() time.Time         { return time.Unix(0, c.ns.Load()) }
+func (c *clock) Add(d time.Duration)    { c.ns.Add(int64(d)) }
 func ctxT(t testing.TB) context.Context { return t.Context() }
 
 func newGuard(t testing.TB, s idem.Store, now func() time.Time) *idem.Guard {
