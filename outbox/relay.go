@@ -107,7 +107,7 @@ type Relay struct {
 	err error // of the configuration, returned by Run
 
 	published, refused, parked, failures, sweptN atomic.Uint64
-	lastSweep                                    time.Time
+	lastSweep                                    atomic.Int64 // Unix ns
 }
 
 // NewRelay returns a relay from src to pub. A nil cfg means defaults. An
@@ -311,11 +311,11 @@ func (r *Relay) maybeSweep(ctx context.Context) {
 	if r.cfg.Retention < 0 {
 		return
 	}
-	now := r.cfg.Now()
-	if !r.lastSweep.IsZero() && now.Sub(r.lastSweep) < r.cfg.SweepInterval {
+	now := r.cfg.Now().UnixNano()
+	if last := r.lastSweep.Load(); last != 0 && time.Duration(now-last) < r.cfg.SweepInterval {
 		return
 	}
-	r.lastSweep = now
+	r.lastSweep.Store(now)
 	n, err := r.Sweep(ctx)
 	if err != nil && ctx.Err() == nil {
 		r.cfg.Logger.WarnContext(ctx, "outbox: sweep failed", "deleted", n, "err", err)
