@@ -47,6 +47,9 @@ var migrations = []string{
 	// whoever completes it keeps (idem.Record.TTL). 0, the default of the
 	// rows written before, is "unknown": the engine's TTL applies.
 	`ALTER TABLE idem_records ADD COLUMN ttl INTEGER NOT NULL DEFAULT 0;`,
+
+	// 4: the outbox (outbox.go).
+	outboxSchema,
 }
 
 // SchemaVersion is the schema version this package writes.

@@ -70,6 +70,8 @@ CREATE TABLE ` + n.Steps + ` (
 	{version: 4, sql: func(n Names) string {
 		return `ALTER TABLE ` + n.Table + ` ADD COLUMN ttl_us bigint NOT NULL DEFAULT 0`
 	}},
+	// 5: the outbox (outbox.go).
+	{version: 5, sql: outboxSQL},
 }
 
 // LatestVersion is the version of the last migration: a table that has
