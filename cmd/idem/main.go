@@ -102,6 +102,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&checkCommand{Main: m}).Run(ctx, rest)
 	case "import":
 		return (&importCommand{Main: m}).Run(ctx, rest)
+	case "relay":
+		return (&relayCommand{Main: m}).Run(ctx, rest)
 	case "project":
 		return (&projectCommand{Main: m}).Run(ctx, rest)
 	case "help", "-h", "-help", "--help":
