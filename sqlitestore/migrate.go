@@ -62,6 +62,8 @@ var migrations = []string{
 		status INTEGER NOT NULL,
 		before BLOB    NOT NULL
 	);`,
+	// 5: the outbox (outbox.go).
+	outboxSchema,
 }
 
 // SchemaVersion is the schema version this package writes.

@@ -13,6 +13,8 @@
 //	idem resolve  record the final answer of stuck leased work (audited)
 //	idem check    audit an HTTP endpoint's duplicate path
 //	idem import   apply a CSV of transfers, re-runnable after a crash
+//	idem relay    publish the transfer events idem serve staged (its outbox)
+//	idem project  run a read model of the transfer events, each applied once
 //
 // Run "idem <command> -h" for a command's flags.
 package main
@@ -73,6 +75,8 @@ Commands:
 	resolve  record the final answer of stuck leased work, or abandon it
 	check    audit any HTTP endpoint's duplicate path (retries, duplicates, keys)
 	import   apply a CSV of transfers to the ledger; re-running it applies nothing twice
+	relay    publish the transfer events staged by idem serve -publish (its outbox relay, alone)
+	project  run a read model of the transfer events, each event applied once
 
 Run "idem <command> -h" for a command's flags.
 `
@@ -114,6 +118,10 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&checkCommand{Main: m}).Run(ctx, rest)
 	case "import":
 		return (&importCommand{Main: m}).Run(ctx, rest)
+	case "relay":
+		return (&relayCommand{Main: m}).Run(ctx, rest)
+	case "project":
+		return (&projectCommand{Main: m}).Run(ctx, rest)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(m.Stdout, usage)
 		return nil

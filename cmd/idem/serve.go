@@ -31,7 +31,7 @@ import (
 // connections only as they are needed.
 const defaultPool = 16
 
-const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://… | redis://… [-ledger idem.db | postgres://…]] [-idempotency on|off] [-ttl 24h] [-replay-cache 32MiB] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]] [-provider URL [-lease 30s] [-provider-timeout 2s] [-complete-interval 5s] [-report-after 15m] [-orphan-after 15m]] [-otlp URL] [-log-level debug|info|warn|error]
+const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://… | redis://… [-ledger idem.db | postgres://…]] [-idempotency on|off] [-ttl 24h] [-replay-cache 32MiB] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]] [-provider URL [-lease 30s] [-provider-timeout 2s] [-complete-interval 5s] [-report-after 15m] [-orphan-after 15m]] [-publish URL [-events transfers]] [-otlp URL] [-log-level debug|info|warn|error]
 
 serve runs the transfers service: PUT and GET /accounts/{id}, POST /transfers
 (Idempotency-Key required), GET /transfers[?limit=N] and /transfers/{id},
@@ -40,6 +40,12 @@ GET /healthz (liveness), GET /readyz (the database answers), GET /metrics.
 With -consume it also applies transfer commands from a broker (body: the JSON
 of POST /transfers), each message id once, in one transaction with the
 transfer (see docs/CONSUMERS.md).
+
+With -publish it stages one event per applied transfer (over HTTP, from a
+message, from an import row) in the transfer's own transaction, and its relay
+publishes them: NATS stream TRANSFER_EVENTS, subject transfers.created, or
+RabbitMQ durable fanout exchange transfers.events; the message id is the
+event id (see docs/PROJECTION.md).
 
 With -provider it also serves payouts through that payment provider: POST
 /payouts {"account","amount"} (Idempotency-Key required) debits the account,
@@ -82,6 +88,7 @@ type serveOptions struct {
 	probe                  bool
 	consume, queue         string
 	consumeTTL             time.Duration
+	publish, events        string
 	leased                 leasedOptions
 	completeInterval       time.Duration
 	orphanAfter            time.Duration
@@ -114,6 +121,8 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.consume, "consume", "", "also consume transfer commands from this broker URL: nats://host:4222 (JetStream) or amqp://user:pass@host:5672/vhost (RabbitMQ)")
 	fs.StringVar(&o.queue, "consume-queue", defaultConsumeQueue, "with -consume: the subject (NATS) or queue (RabbitMQ) to consume; 1 to 64 ASCII letters, digits, - and _")
 	fs.DurationVar(&o.consumeTTL, "consume-ttl", inbox.DefaultTTL, "with -consume: how long a message id is remembered; a duplicate arriving later is applied again")
+	fs.StringVar(&o.publish, "publish", "", "stage an event per applied transfer and relay them to this broker URL: nats://host:4222 (JetStream) or amqp://user:pass@host:5672/vhost (RabbitMQ)")
+	fs.StringVar(&o.events, "events", defaultEvents, "with -publish: the name the events' stream, subject and exchange derive from; 1 to 64 ASCII letters, digits, - and _")
 	o.leased.flags(fs)
 	fs.DurationVar(&o.completeInterval, "complete-interval", 5*time.Second, "with -provider: the pause between two passes of the completer, which finishes the payouts left pending")
 	fs.DurationVar(&o.orphanAfter, "orphan-after", transfers.DefaultOrphanAfter, "with -provider: how long a payout may stay pending in the ledger with no execution taking it up before the orphan scan (every -complete-interval) takes it for one whose leased record was lost, and finishes or reports it")
@@ -180,6 +189,20 @@ func (o *serveOptions) validate() error {
 		return usageError{"serve: -consume needs -idempotency on: the inbox is what applies each message once"}
 	default:
 		if o.source, err = consumeSourceFor(o.consume); err != nil {
+			return err
+		}
+	}
+	switch {
+	case o.publish == "" && o.given["events"]:
+		return usageError{"serve: -events applies only with -publish"}
+	case o.publish == "":
+	case o.mode == "off":
+		return usageError{"serve: -publish needs -idempotency on: events are staged in the key's transaction"}
+	default:
+		if err := validEvents("serve", o.events); err != nil {
+			return err
+		}
+		if err := validPublish("serve", o.publish); err != nil {
 			return err
 		}
 	}
@@ -254,6 +277,7 @@ func (c *serveCommand) run(ctx context.Context, o *serveOptions) error {
 	defer closeLeased()
 	cfg := &transfers.Config{Logger: log, BodyTimeout: o.bodyTimeout, RequestTimeout: o.timeout, MaxConcurrent: o.maxConcurrent,
 		WebhookSecrets: o.webhookSecrets}
+	cfg := &transfers.Config{Logger: log, BodyTimeout: o.bodyTimeout, RequestTimeout: o.timeout, MaxConcurrent: o.maxConcurrent, Events: o.publish != ""}
 	reg, err := setupMetrics(cfg, b.pool)
 	if err != nil {
 		return err
@@ -301,6 +325,15 @@ func (c *serveCommand) run(ctx context.Context, o *serveOptions) error {
 		defer stop()
 		// Beside it, the scan of the payouts whose leased record was lost.
 		defer startOrphanScan(ctx, svc, o.completeInterval, o.orphanAfter, newOrphanMetrics(reg), log)()
+	}
+
+	if o.publish != "" {
+		// Stopped, and waited for, before the store closes.
+		stop, err := startRelay(ctx, b.store, o.publish, eventsNamed(o.events), log)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		defer stop()
 	}
 
 	// The stream or queue exists before the service answers /healthz:

@@ -87,6 +87,8 @@ CREATE TABLE ` + n.Steps + ` (
 	before jsonb       NOT NULL
 )`
 	}},
+	// 6: the outbox (outbox.go).
+	{version: 6, sql: outboxSQL},
 }
 
 // LatestVersion is the version of the last migration: a table that has

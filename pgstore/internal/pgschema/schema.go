@@ -38,6 +38,13 @@ type Names struct {
 
 	// Audit is the audit log of idem.Admin (migration 5), "s"."t_audit".
 	Audit string
+	// The outbox of migration 6 (outbox.go).
+	Outbox        string // "s"."t_outbox"
+	OutboxID      string // "t_outbox_id": the unique message id
+	OutboxPending string // "t_outbox_pend": seq of the messages not sent
+	OutboxSent    string // "t_outbox_sent": sent_at of the sent messages
+	OutboxChannel string // the NOTIFY channel, unquoted: "s.t_outbox", at most 63 bytes
+	OutboxLockNS  int32  // the first key of the partitions' advisory locks
 }
 
 // NewNames quotes the identifiers of table in schema. Both must have
@@ -54,6 +61,13 @@ func NewNames(schema, table string) Names {
 		StepsPKey:  Quote(table + "_steps_pkey"),
 		BeginFunc:  Quote(schema) + "." + Quote(table+"_begin"),
 		Audit:      Quote(schema) + "." + Quote(table+"_audit"),
+
+		Outbox:        Quote(schema) + "." + Quote(table+"_outbox"),
+		OutboxID:      Quote(table + "_outbox_id"),
+		OutboxPending: Quote(table + "_outbox_pend"),
+		OutboxSent:    Quote(table + "_outbox_sent"),
+		OutboxChannel: outboxChannel(schema, table),
+		OutboxLockNS:  outboxLockNS(schema, table),
 	}
 }
 

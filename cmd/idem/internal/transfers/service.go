@@ -60,6 +60,13 @@ type Config struct {
 	// many clients connect. Defaults to 128.
 	MaxConcurrent int
 
+	// Events stages one transfer event (see Event) per applied transfer,
+	// whether made over HTTP, from a message or from an import row, with
+	// outbox.Stage in the transaction that applies it; it needs Guard
+	// and a store with an outbox. A relay publishes them. Defaults to
+	// false.
+	Events bool
+
 	// Leased serves POST /payouts in leased mode (see docs/PAYOUTS.md);
 	// it needs Guard. Its store is the ledger's store (an
 	// idem.LeasedTxStore: each step that writes the ledger commits with
@@ -141,6 +148,8 @@ func (c *Config) withDefaults() (Config, error) {
 		return out, err
 	}
 	switch {
+	case out.Events && out.Guard == nil:
+		return out, errors.New("transfers: Config.Events needs Config.Guard: events are staged in the key's transaction")
 	case out.Leased != nil && out.Guard == nil:
 		return out, errors.New("transfers: Config.Leased needs Config.Guard")
 	case (out.Leased != nil) != (out.Provider != ""):

@@ -171,6 +171,9 @@ func (s *Service) transfer(ctx context.Context, q querier, in transferRequest, o
 	err = q.queryRow(ctx,
 		`INSERT INTO transfers (src, dst, amount, created_at, message_id, batch_id, row_id) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
 		from, to, amount, now.UnixNano(), nullable(o.messageID), nullable(o.batchID), nullable(o.rowID)).Scan(&t.ID)
+	if err == nil && s.cfg.Events {
+		err = stageEvent(ctx, t)
+	}
 	return t, nil, err
 }
 

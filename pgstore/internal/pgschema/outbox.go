@@ -1,0 +1,158 @@
+package pgschema
+
+import (
+	"encoding/json"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// outboxSQL is migration 6: the outbox that outbox.Stage writes in the
+// work's transaction and a relay reads. seq is the staging order; id is
+// outbox.ID, unique, so that staging an intent's message again is a
+// no-op. A message is pending while sent_at and parked_at are NULL. The
+// partial indexes keep the relay's claim and the sweep on the rows they
+// read.
+func outboxSQL(n Names) string {
+	return `CREATE TABLE ` + n.Outbox + ` (
+	seq           bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	id            text        NOT NULL,
+	scope         text        NOT NULL,
+	key           text        NOT NULL,
+	name          text        NOT NULL,
+	subject       text        NOT NULL,
+	body          bytea       NOT NULL,
+	headers       jsonb,
+	partition_key text        NOT NULL DEFAULT '',
+	staged_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
+	attempts      integer     NOT NULL DEFAULT 0,
+	last_error    text        NOT NULL DEFAULT '',
+	sent_at       timestamptz,
+	parked_at     timestamptz,
+	CONSTRAINT ` + n.OutboxID + ` UNIQUE (id)
+);
+CREATE INDEX ` + n.OutboxPending + ` ON ` + n.Outbox + ` (seq) WHERE sent_at IS NULL;
+CREATE INDEX ` + n.OutboxSent + ` ON ` + n.Outbox + ` (sent_at) WHERE sent_at IS NOT NULL`
+}
+
+// OutboxStatements is the SQL of the outbox, built once per store.
+type OutboxStatements struct {
+	// Insert stages one message: $1 id, $2 scope, $3 key, $4 name, $5
+	// subject, $6 body, $7 headers (JSON text or NULL), $8 partition key.
+	Insert string
+	// Notify wakes the relays listening on the channel once the
+	// transaction commits: $1 is the channel.
+	Notify string
+	// Listen subscribes a connection to the channel.
+	Listen string
+	// Claim locks up to $2 pending messages in staging order, skipping
+	// those another claim holds and every message of a partition key
+	// another claim holds ($1 is Names.OutboxLockNS): the partition's
+	// transaction-scoped advisory lock. It returns seq, id, subject, body,
+	// headers, partition_key, attempts.
+	Claim string
+	// MarkSent marks sent at $2 the messages whose seq is in $1, a text
+	// array ("{1,2}").
+	MarkSent string
+	// Fail counts a refusal of message $1 with error $2 and parks it at
+	// $4 when that makes $3 refusals. It returns whether it parked it.
+	Fail string
+	// Backlog returns the pending count, the oldest pending staged_at and
+	// the parked count.
+	Backlog string
+	// Sweep deletes at most $2 messages sent before $1.
+	Sweep string
+	// Parked lists at most $1 parked messages: id, subject, body,
+	// headers, partition_key, attempts, staged_at, parked_at, last_error.
+	Parked string
+	// Unpark makes parked message $1 pending again.
+	Unpark string
+}
+
+// NewOutboxStatements builds the outbox's SQL over n.
+func NewOutboxStatements(n Names) OutboxStatements {
+	o := n.Outbox
+	return OutboxStatements{
+		Insert: `INSERT INTO ` + o + ` (id, scope, key, name, subject, body, headers, partition_key)
+VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8) ON CONFLICT (id) DO NOTHING`,
+		Notify: `SELECT pg_notify($1, '')`,
+		Listen: `LISTEN ` + Quote(n.OutboxChannel),
+		Claim: `SELECT seq, id, subject, body, headers::text, partition_key, attempts FROM ` + o + `
+WHERE sent_at IS NULL AND parked_at IS NULL
+  AND (partition_key = '' OR pg_try_advisory_xact_lock($1::int4, hashtext(partition_key)))
+ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED`,
+		MarkSent: `UPDATE ` + o + ` SET sent_at = $2 WHERE seq = ANY($1::text::bigint[]) AND sent_at IS NULL`,
+		Fail: `UPDATE ` + o + ` SET attempts = attempts + 1, last_error = $2,
+	parked_at = CASE WHEN attempts + 1 >= $3 THEN $4::timestamptz END
+WHERE seq = $1 RETURNING parked_at IS NOT NULL`,
+		Backlog: `SELECT count(*) FILTER (WHERE parked_at IS NULL), min(staged_at) FILTER (WHERE parked_at IS NULL),
+	count(*) FILTER (WHERE parked_at IS NOT NULL) FROM ` + o + ` WHERE sent_at IS NULL`,
+		Sweep: `DELETE FROM ` + o + ` WHERE seq IN (SELECT seq FROM ` + o + ` WHERE sent_at < $1 ORDER BY sent_at LIMIT $2)`,
+		Parked: `SELECT id, subject, body, headers::text, partition_key, attempts, staged_at, parked_at, last_error FROM ` + o + `
+WHERE sent_at IS NULL AND parked_at IS NOT NULL ORDER BY seq LIMIT $1`,
+		Unpark: `UPDATE ` + o + ` SET parked_at = NULL, attempts = 0, last_error = ''
+WHERE id = $1 AND sent_at IS NULL AND parked_at IS NOT NULL`,
+	}
+}
+
+// outboxChannel is the NOTIFY channel of the outbox of table in schema:
+// "schema.table_outbox", cut to PostgreSQL's 63-byte identifiers on a
+// character boundary (a longer one is refused by pg_notify).
+func outboxChannel(schema, table string) string {
+	c := schema + "." + table + "_outbox"
+	for len(c) > 63 {
+		_, size := utf8.DecodeLastRuneInString(c)
+		c = c[:len(c)-size]
+	}
+	return c
+}
+
+// outboxLockNS is the first key of the partitions' advisory locks of the
+// outbox of table in schema (the second is hashtext of the partition key):
+// the two-key locks never meet the one-key locks of the records.
+func outboxLockNS(schema, table string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte("idem outbox " + schema + "." + table))
+	return int32(h.Sum32())
+}
+
+// EncodeHeaders returns headers as the JSON text of the headers column,
+// or nil (SQL NULL) when there are none.
+func EncodeHeaders(h map[string]string) (*string, error) {
+	if len(h) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	s := string(b)
+	return &s, nil
+}
+
+// DecodeHeaders reads the headers column.
+func DecodeHeaders(s *string) (map[string]string, error) {
+	if s == nil || *s == "" {
+		return nil, nil
+	}
+	var h map[string]string
+	if err := json.Unmarshal([]byte(*s), &h); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// SeqArray returns seqs as the text of a bigint array, for MarkSent.
+func SeqArray(seqs []int64) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, s := range seqs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(s, 10))
+	}
+	b.WriteByte('}')
+	return b.String()
+}

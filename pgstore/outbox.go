@@ -1,0 +1,290 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idem/outbox"
+	"github.com/idemkit/idem/pgstore/internal/pgschema"
+	"github.com/jackc/pgx/v5"
+)
+
+// The transactions of atomic work and of local steps stage messages
+// (outbox.Stage).
+var (
+	_ outbox.Stager = (*Tx)(nil)
+	_ outbox.Stager = (*stepTx)(nil)
+)
+
+// OutboxIntent implements outbox.Stager: the key the transaction records.
+func (t *Tx) OutboxIntent() (scope, key string) { return t.scope, t.key }
+
+// StageOutbox implements outbox.Stager: it inserts msgs and queues the
+// NOTIFY that wakes the relays at commit, in one round trip.
+func (t *Tx) StageOutbox(ctx context.Context, msgs []outbox.Staged) error {
+	return stageOutbox(ctx, t.store, t.handle, msgs)
+}
+
+// OutboxIntent implements outbox.Stager: the leased record's key.
+func (t *stepTx) OutboxIntent() (scope, key string) { return t.lease.Scope, t.lease.Key }
+
+// StageOutbox implements outbox.Stager, as Tx's does.
+func (t *stepTx) StageOutbox(ctx context.Context, msgs []outbox.Staged) error {
+	return stageOutbox(ctx, t.store, t.handle, msgs)
+}
+
+func stageOutbox(ctx context.Context, s *Store, h *handle, msgs []outbox.Staged) error {
+	if *h.ended {
+		return pgx.ErrTxClosed
+	}
+	st := s.outboxSQL()
+	b := &pgx.Batch{}
+	for _, m := range msgs {
+		hdr, err := pgschema.EncodeHeaders(m.Headers)
+		if err != nil {
+			return err
+		}
+		body := m.Body
+		if body == nil {
+			body = []byte{}
+		}
+		b.Queue(st.Insert, m.ID, m.Scope, m.Key, m.Name, m.Subject, body, hdr, m.PartitionKey)
+	}
+	b.Queue(st.Notify, s.names.OutboxChannel)
+	return h.SendBatch(ctx, b).Close()
+}
+
+var outboxStatements sync.Map // *Store → *pgschema.OutboxStatements
+
+func (s *Store) outboxSQL() *pgschema.OutboxStatements {
+	if v, ok := outboxStatements.Load(s); ok {
+		return v.(*pgschema.OutboxStatements)
+	}
+	st := pgschema.NewOutboxStatements(s.names)
+	v, _ := outboxStatements.LoadOrStore(s, &st)
+	return v.(*pgschema.OutboxStatements)
+}
+
+// Outbox returns the store's outbox as an outbox.Source, for an
+// outbox.Relay: the messages that outbox.Stage wrote in this store's
+// transactions (and in pgstore/sqldb's over the same table). Several
+// relays, in one process or many, may read it at once: a claim locks its
+// rows (FOR UPDATE SKIP LOCKED) and the partition keys of its messages
+// (advisory locks), so that no message is published by two relays at
+// once and the messages of one partition key are published in order. It
+// implements outbox.Waiter with LISTEN on a connection of its own, opened
+// with the pool's configuration; Close closes it.
+func (s *Store) Outbox() *Outbox {
+	return &Outbox{store: s, sql: s.outboxSQL()}
+}
+
+// Outbox is a Store's outbox; see Store.Outbox.
+type Outbox struct {
+	store *Store
+	sql   *pgschema.OutboxStatements
+
+	mu     sync.Mutex
+	listen *pgx.Conn
+}
+
+var (
+	_ outbox.Source = (*Outbox)(nil)
+	_ outbox.Waiter = (*Outbox)(nil)
+)
+
+// Claim implements outbox.Source.
+func (o *Outbox) Claim(ctx context.Context, n int) (outbox.Claim, error) {
+	tx, err := o.store.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return nil, unavailable("outbox claim", err)
+	}
+	rows, err := tx.Query(ctx, o.sql.Claim, o.store.names.OutboxLockNS, n)
+	if err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, unavailable("outbox claim", err)
+	}
+	c := &claim{o: o, tx: tx, seq: map[string]int64{}}
+	for rows.Next() {
+		var (
+			seq int64
+			e   outbox.Envelope
+			hdr *string
+		)
+		if err := rows.Scan(&seq, &e.ID, &e.Subject, &e.Body, &hdr, &e.PartitionKey, &e.Attempt); err != nil {
+			rows.Close()
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			return nil, unavailable("outbox claim", err)
+		}
+		e.Attempt++
+		if e.Headers, err = pgschema.DecodeHeaders(hdr); err != nil {
+			rows.Close()
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("pgstore: outbox message %s: headers: %w", e.ID, err)
+		}
+		c.msgs = append(c.msgs, e)
+		c.seq[e.ID] = seq
+	}
+	if err := rows.Err(); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, unavailable("outbox claim", err)
+	}
+	return c, nil
+}
+
+type claim struct {
+	o    *Outbox
+	tx   pgx.Tx
+	msgs []outbox.Envelope
+	seq  map[string]int64
+}
+
+func (c *claim) Messages() []outbox.Envelope { return c.msgs }
+
+func (c *claim) Finish(ctx context.Context, out *outbox.Outcome) ([]string, error) {
+	b := &pgx.Batch{}
+	if len(out.Sent) > 0 {
+		seqs := make([]int64, 0, len(out.Sent))
+		for _, id := range out.Sent {
+			seqs = append(seqs, c.seq[id])
+		}
+		b.Queue(c.o.sql.MarkSent, pgschema.SeqArray(seqs), out.Now)
+	}
+	var parked []string
+	for _, f := range out.Failed {
+		b.Queue(c.o.sql.Fail, c.seq[f.ID], f.Error, out.MaxAttempts, out.Now).QueryRow(func(r pgx.Row) error {
+			var p bool
+			if err := r.Scan(&p); err != nil {
+				return err
+			}
+			if p {
+				parked = append(parked, f.ID)
+			}
+			return nil
+		})
+	}
+	if b.Len() > 0 {
+		if err := c.tx.SendBatch(ctx, b).Close(); err != nil {
+			_ = c.tx.Rollback(context.WithoutCancel(ctx))
+			return nil, unavailable("outbox mark", err)
+		}
+	}
+	if err := c.tx.Commit(ctx); err != nil {
+		return nil, unavailable("outbox mark", err)
+	}
+	return parked, nil
+}
+
+func (c *claim) Abort(ctx context.Context) error {
+	err := c.tx.Rollback(context.WithoutCancel(ctx))
+	if errors.Is(err, pgx.ErrTxClosed) {
+		return nil
+	}
+	return err
+}
+
+// Backlog implements outbox.Source.
+func (o *Outbox) Backlog(ctx context.Context) (outbox.Backlog, error) {
+	var (
+		b      outbox.Backlog
+		oldest *time.Time
+	)
+	if err := o.store.pool.QueryRow(ctx, o.sql.Backlog).Scan(&b.Pending, &oldest, &b.Parked); err != nil {
+		return b, unavailable("outbox backlog", err)
+	}
+	if oldest != nil {
+		b.OldestPending = *oldest
+	}
+	return b, nil
+}
+
+// Sweep implements outbox.Source.
+func (o *Outbox) Sweep(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := o.store.pool.Exec(ctx, o.sql.Sweep, before, limit)
+	if err != nil {
+		return 0, unavailable("outbox sweep", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Parked implements outbox.Source.
+func (o *Outbox) Parked(ctx context.Context, limit int) ([]outbox.ParkedMessage, error) {
+	rows, err := o.store.pool.Query(ctx, o.sql.Parked, limit)
+	if err != nil {
+		return nil, unavailable("outbox parked", err)
+	}
+	defer rows.Close()
+	var out []outbox.ParkedMessage
+	for rows.Next() {
+		var (
+			p   outbox.ParkedMessage
+			hdr *string
+		)
+		if err := rows.Scan(&p.ID, &p.Subject, &p.Body, &hdr, &p.PartitionKey, &p.Attempt, &p.StagedAt, &p.ParkedAt, &p.LastError); err != nil {
+			return nil, unavailable("outbox parked", err)
+		}
+		if p.Headers, err = pgschema.DecodeHeaders(hdr); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("outbox parked", err)
+	}
+	return out, nil
+}
+
+// Unpark implements outbox.Source.
+func (o *Outbox) Unpark(ctx context.Context, id string) (bool, error) {
+	tag, err := o.store.pool.Exec(ctx, o.sql.Unpark, id)
+	if err != nil {
+		return false, unavailable("outbox unpark", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Wait implements outbox.Waiter with LISTEN on the outbox's channel. The
+// first call after the listening connection was (re)opened returns at
+// once, since a notification may have been missed while it was not.
+func (o *Outbox) Wait(ctx context.Context, d time.Duration) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.listen == nil || o.listen.IsClosed() {
+		cctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		conn, err := pgx.ConnectConfig(cctx, o.store.pool.Config().ConnConfig.Copy())
+		if err != nil {
+			return unavailable("outbox listen", err)
+		}
+		if _, err := conn.Exec(cctx, o.sql.Listen); err != nil {
+			_ = conn.Close(context.WithoutCancel(ctx))
+			return unavailable("outbox listen", err)
+		}
+		o.listen = conn
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	_, err := o.listen.WaitForNotification(wctx)
+	if err == nil || wctx.Err() != nil {
+		// Drain what else is buffered: one claim covers them all.
+		return nil
+	}
+	_ = o.listen.Close(context.WithoutCancel(ctx))
+	o.listen = nil
+	return unavailable("outbox listen", err)
+}
+
+// Close closes the listening connection, if any.
+func (o *Outbox) Close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.listen == nil {
+		return nil
+	}
+	err := o.listen.Close(context.Background())
+	o.listen = nil
+	return err
+}
