@@ -144,8 +144,10 @@ type fakeT struct {
 	errors []string
 }
 
-func (f *fakeT) Errorf(format string, args ...any) { f.errors = append(f.errors, fmt.Sprintf(format, args...)) }
-func (f *fakeT) Helper()                          {}
+func (f *fakeT) Errorf(format string, args ...any) {
+	f.errors = append(f.errors, fmt.Sprintf(format, args...))
+}
+func (f *fakeT) Helper() {}
 
 func TestBrokenServersFail(t *testing.T) {
 	dir := t.TempDir()
