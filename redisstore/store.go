@@ -51,16 +51,36 @@ func New(c redis.UniversalClient, cfg *Config) (*Store, error) {
 // redis://[user:password@]host:port[/db][?options], or rediss:// for TLS,
 // and checks that it answers. The Store owns the connection: Close closes
 // it.
+//
+// A URL with a master_name parameter names Redis Sentinels instead, in
+// go-redis's failover URL form (redis.ParseFailoverURL):
+// redis://[user:password@]sentinel1:26379[/db]?master_name=mymaster&addr=sentinel2:26379&addr=…,
+// where user:password are the sentinels' and ?password= the master's.
+// The store then uses go-redis's failover client, which asks the
+// sentinels for the current master and follows it when they fail over
+// (docs/REDIS.md, "Redis Sentinel").
 func Open(ctx context.Context, rawURL string, cfg *Config) (*Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
 		return nil, fmt.Errorf("redisstore: Open: want a redis:// or rediss:// URL, got %q", redactURL(rawURL))
 	}
-	opt, err := redis.ParseURL(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: Open %s: %w", redactURL(rawURL), err)
+	var c *redis.Client
+	if u.Query().Has(sentinelMasterParam) {
+		opt, err := redis.ParseFailoverURL(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: Open %s: %w", redactURL(rawURL), err)
+		}
+		if opt.MasterName == "" {
+			return nil, fmt.Errorf("redisstore: Open %s: ?%s= is empty; name the master the sentinels watch", redactURL(rawURL), sentinelMasterParam)
+		}
+		c = redis.NewFailoverClient(opt)
+	} else {
+		opt, err := redis.ParseURL(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: Open %s: %w", redactURL(rawURL), err)
+		}
+		c = redis.NewClient(opt)
 	}
-	c := redis.NewClient(opt)
 	s, err := New(c, cfg)
 	if err != nil {
 		_ = c.Close()
@@ -74,7 +94,12 @@ func Open(ctx context.Context, rawURL string, cfg *Config) (*Store, error) {
 	return s, nil
 }
 
-// redactURL hides the password of a URL, for messages.
+// sentinelMasterParam is the parameter that makes Open's URL one of
+// sentinels: the name of the master they watch.
+const sentinelMasterParam = "master_name"
+
+// redactURL hides the passwords of a URL (its user's and a failover
+// URL's ?password=), for messages.
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -82,6 +107,10 @@ func redactURL(raw string) string {
 			return "…" + raw[i:]
 		}
 		return raw
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/idemkit/idem/cmd/idem/internal/bench"
 )
 
-const benchSynopsis = "bench [-db <sqlite | sqlite-path | postgres://…>]… [--json] [-duration 3s] [-concurrency 1,8,32] [-storms 20] [-pool 16] [-replay-probe] [-probe-conns 2] [-cpuprofile file]"
+const benchSynopsis = "bench [-db <sqlite | sqlite-path | postgres://…>]… [--json] [-duration 3s] [-concurrency 1,8,32] [-storms 20] [-pool 16] [-replay-probe] [-probe-conns 2] [-live-records 0] [-cpuprofile file]"
 
 type benchCommand struct {
 	*Main
@@ -28,6 +28,7 @@ type benchOptions struct {
 	duration                 time.Duration
 	levels                   string
 	storms, probeConns, pool int
+	liveRecords              int
 	probe, asJSON, verbose   bool
 	cpuProfile               string
 
@@ -46,6 +47,7 @@ func (o *benchOptions) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.probe, "replay-probe", false, "on PostgreSQL, turn on pgstore's ReplayProbe (replays and 409s in one round trip)")
 	fs.IntVar(&o.probeConns, "probe-conns", 0, "on PostgreSQL, pgstore's ProbeConns: connections reserved for replays and refusals when the pool is exhausted (negative: none; 0: the store's default, 2)")
 	fs.IntVar(&o.pool, "pool", defaultPool, "on PostgreSQL, the pool size both services share (pool_max_conns), as idem serve -pool")
+	fs.IntVar(&o.liveRecords, "live-records", 0, "live records written into the records table before the run, as a service that has kept a day of keys has them (PostgreSQL and SQLite; the report gives the table's size per record)")
 	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&o.verbose, "v", false, "show the services' logs")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (clients and servers) to this file, for go tool pprof")
@@ -108,7 +110,7 @@ func (c *benchCommand) run(ctx context.Context, o *benchOptions) error {
 		if db == "sqlite" {
 			db = ""
 		}
-		cfg := &bench.Config{DB: db, Duration: o.duration, Concurrency: o.concurrency, Storms: o.storms, ReplayProbe: o.probe, ProbeConns: o.probeConns, Pool: o.pool, Progress: c.Stderr}
+		cfg := &bench.Config{DB: db, Duration: o.duration, Concurrency: o.concurrency, Storms: o.storms, ReplayProbe: o.probe, ProbeConns: o.probeConns, Pool: o.pool, LiveRecords: o.liveRecords, Progress: c.Stderr}
 		if o.verbose {
 			cfg.ServerLog = c.Stderr
 		}

@@ -33,6 +33,10 @@ type backend struct {
 	// file). The backend's close closes it.
 	second func(ctx context.Context) (idem.Store, *transfers.Database, error)
 
+	// prefill writes live records into the records table (see
+	// Config.LiveRecords) and measures it.
+	prefill func(ctx context.Context, n int) (*Records, error)
+
 	// transfers counts the rows of the ledger's transfers table.
 	transfers func(ctx context.Context) (int64, error)
 	// close closes the store and removes what open created.
@@ -74,6 +78,9 @@ func openSQLite(ctx context.Context, path string) (*backend, error) {
 		pool:   s.DB().Stats().MaxOpenConnections,
 		store:  s,
 		ledger: transfers.SQLite(s),
+		prefill: func(ctx context.Context, n int) (*Records, error) {
+			return prefillSQLite(ctx, s.DB(), n)
+		},
 		transfers: func(ctx context.Context) (n int64, err error) {
 			err = s.DB().QueryRowContext(ctx, `SELECT count(*) FROM transfers`).Scan(&n)
 			return n, err
@@ -129,6 +136,9 @@ func openPostgres(ctx context.Context, dsn string, probe bool, pool, probeConns 
 		pool:   int(s.Pool().Config().MaxConns),
 		store:  s,
 		ledger: transfers.Postgres(s),
+		prefill: func(ctx context.Context, n int) (*Records, error) {
+			return prefillPostgres(ctx, s.Pool(), schema, n)
+		},
 		transfers: func(ctx context.Context) (n int64, err error) {
 			err = s.Pool().QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n)
 			return n, err

@@ -5,17 +5,20 @@ import "fmt"
 // Report is the outcome of one Run. Its JSON form is the machine-readable
 // report of "idem bench --json".
 type Report struct {
-	Backend     string       `json:"backend"`        // "sqlite" or "postgres"
-	Database    string       `json:"database"`       // file path, or URL without password, and schema
-	PoolSize    int          `json:"pool_max_conns"` // database connections shared by both services
-	ReplayProbe bool         `json:"replay_probe"`   // pgstore.Config.ReplayProbe was on
-	Machine     Machine      `json:"machine"`
-	Duration    string       `json:"duration"` // measured time per variant and level
-	Rounds      int          `json:"rounds"`   // rounds per variant and level
-	Concurrency []int        `json:"concurrency"`
-	Started     string       `json:"started"`
-	Elapsed     string       `json:"elapsed"`
-	Overhead    []Comparison `json:"overhead"`
+	Backend     string  `json:"backend"`        // "sqlite" or "postgres"
+	Database    string  `json:"database"`       // file path, or URL without password, and schema
+	PoolSize    int     `json:"pool_max_conns"` // database connections shared by both services
+	ReplayProbe bool    `json:"replay_probe"`   // pgstore.Config.ReplayProbe was on
+	Machine     Machine `json:"machine"`
+	Duration    string  `json:"duration"` // measured time per variant and level
+	Rounds      int     `json:"rounds"`   // rounds per variant and level
+	Concurrency []int   `json:"concurrency"`
+	Started     string  `json:"started"`
+	Elapsed     string  `json:"elapsed"`
+	// Records is the records table after Config.LiveRecords were written
+	// into it; nil without them.
+	Records  *Records     `json:"records,omitempty"`
+	Overhead []Comparison `json:"overhead"`
 	// Replay compares replays, answered from the Guard's replay cache,
 	// with first executions; ReplayStore the same replays through a
 	// Guard with its in-process shortcuts off, answered by the store.

@@ -20,6 +20,17 @@ func WriteTable(w io.Writer, rep *Report) error {
 	fmt.Fprintf(w, "backend:  %s %s, pool of %d connections shared by both services%s\n", rep.Backend, rep.Database, rep.PoolSize, probe)
 	fmt.Fprintf(w, "machine:  %d CPUs (GOMAXPROCS %d), %s/%s, %s; clients and servers in one process, HTTP on loopback\n",
 		m.CPUs, m.GOMAXPROCS, m.OS, m.Arch, m.Go)
+	if r := rep.Records; r != nil {
+		fmt.Fprintf(w, "records:  %d live records written before the run (%.0fs): %.0f B per record on disk, table %.0f B + indexes %.0f B",
+			r.Live, r.Seconds, r.PerRow, r.Heap, r.Indexes)
+		for _, i := range r.ByIndex {
+			fmt.Fprintf(w, "; %s %.0f B", i.Name, i.PerRecord)
+		}
+		if r.RowBytes > 0 {
+			fmt.Fprintf(w, "; a row %.0f B", r.RowBytes)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "measured: %s per variant and level, in %d alternating rounds (A B B A …); started %s, took %s\n\n",
 		rep.Duration, rep.Rounds, rep.Started, rep.Elapsed)
 
