@@ -231,7 +231,9 @@ func (c *Cluster) waitSynced(node *Node, n int) { c.wait(node, n, true) }
 func (c *Cluster) wait(node *Node, n int, synced bool) {
 	c.t.Helper()
 	start := time.Now()
-	defer func() { c.t.Logf("galeratest: node %d ready (size %d) after %v", node.Index, n, time.Since(start).Round(time.Millisecond)) }()
+	defer func() {
+		c.t.Logf("galeratest: node %d ready (size %d) after %v", node.Index, n, time.Since(start).Round(time.Millisecond))
+	}()
 	deadline := time.Now().Add(120 * time.Second)
 	var last error
 	for time.Now().Before(deadline) {
@@ -382,4 +384,3 @@ func freePorts(t testing.TB, n int) []int {
 	}
 	return ports
 }
-
