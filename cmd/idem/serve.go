@@ -276,8 +276,7 @@ func (c *serveCommand) run(ctx context.Context, o *serveOptions) error {
 	}
 	defer closeLeased()
 	cfg := &transfers.Config{Logger: log, BodyTimeout: o.bodyTimeout, RequestTimeout: o.timeout, MaxConcurrent: o.maxConcurrent,
-		WebhookSecrets: o.webhookSecrets}
-	cfg := &transfers.Config{Logger: log, BodyTimeout: o.bodyTimeout, RequestTimeout: o.timeout, MaxConcurrent: o.maxConcurrent, Events: o.publish != ""}
+		WebhookSecrets: o.webhookSecrets, Events: o.publish != ""}
 	reg, err := setupMetrics(cfg, b.pool)
 	if err != nil {
 		return err
