@@ -112,6 +112,20 @@ var mysqlRewrites = map[string]string{
 	`SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = 'payouts'::regclass AND c.relname = $1`: `SELECT count(DISTINCT INDEX_NAME) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'payouts' AND INDEX_NAME = $1`,
 	`CREATE INDEX IF NOT EXISTS payouts_pending ON payouts (seen_at) WHERE state = 'pending'`:                                           `CREATE INDEX payouts_pending ON payouts (seen_at)`,
 	`CREATE UNIQUE INDEX IF NOT EXISTS payouts_op_key ON payouts (op_key)`:                                                              `CREATE UNIQUE INDEX payouts_op_key ON payouts (op_key)`,
+
+	depositsDDL: `CREATE TABLE IF NOT EXISTS deposits (
+	id         BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,
+	deposit_id VARCHAR(255) NOT NULL,
+	webhook_id VARCHAR(255) NOT NULL,
+	account    VARCHAR(64)  NOT NULL,
+	amount     BIGINT       NOT NULL CHECK (amount > 0),
+	created_at BIGINT       NOT NULL,
+	FOREIGN KEY (account) REFERENCES accounts (id),
+	UNIQUE KEY deposits_webhook_id (webhook_id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`,
+	// With the driver's default (no CLIENT_FOUND_ROWS), a row left as it
+	// was counts 0 affected: the deposit was recorded before.
+	insertDeposit: `INSERT INTO deposits (deposit_id, webhook_id, account, amount, created_at) VALUES ($1, $2, $3, $4, $5) ON DUPLICATE KEY UPDATE webhook_id = webhook_id`,
 }
 
 // mysqlQ runs the ledger's statements on MySQL (see MySQL): r is the

@@ -47,12 +47,9 @@ type depositEvent struct {
 	} `json:"data"`
 }
 
-// migrateDeposits creates the deposits table if it is missing. Its
-// webhook_id is unique: a delivery whose record has expired (a redelivery
-// later than the idempotency TTL) finds its deposit there and credits
-// nothing again.
-func (db *Database) migrateDeposits(ctx context.Context) error {
-	ddl := `CREATE TABLE IF NOT EXISTS deposits (
+// depositsDDL is the deposits table on PostgreSQL (on MySQL, through
+// mysqlRewrites).
+const depositsDDL = `CREATE TABLE IF NOT EXISTS deposits (
 	id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	deposit_id TEXT   NOT NULL,
 	webhook_id TEXT   NOT NULL UNIQUE,
@@ -60,6 +57,16 @@ func (db *Database) migrateDeposits(ctx context.Context) error {
 	amount     BIGINT NOT NULL CHECK (amount > 0),
 	created_at BIGINT NOT NULL
 )`
+
+// insertDeposit records a deposit unless its webhook id has one.
+const insertDeposit = `INSERT INTO deposits (deposit_id, webhook_id, account, amount, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (webhook_id) DO NOTHING`
+
+// migrateDeposits creates the deposits table if it is missing. Its
+// webhook_id is unique: a delivery whose record has expired (a redelivery
+// later than the idempotency TTL) finds its deposit there and credits
+// nothing again.
+func (db *Database) migrateDeposits(ctx context.Context) error {
+	ddl := depositsDDL
 	if db.schema == sqliteSchema {
 		ddl = `CREATE TABLE IF NOT EXISTS deposits (
 	id         INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -161,7 +168,7 @@ func (s *Service) deposit(ctx context.Context, q querier, d Deposit) (*declined,
 		return &declined{"balance-overflow", "Balance overflow", fmt.Sprintf("account %q cannot hold %d more cents", d.Account, d.Amount)}, nil
 	}
 	n, err := q.exec(ctx,
-		`INSERT INTO deposits (deposit_id, webhook_id, account, amount, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (webhook_id) DO NOTHING`,
+		insertDeposit,
 		d.DepositID, d.WebhookID, d.Account, d.Amount, s.cfg.Now().UnixNano())
 	if err != nil || n == 0 {
 		return nil, err
