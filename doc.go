@@ -12,6 +12,8 @@
 //
 //   - [Guard] is the engine. [Guard.Do] runs a unit of work at most once per
 //     (scope, key) and returns the recorded [Result] to every retry.
+//   - [Call] runs any function once per (scope, key) and returns its typed
+//     result, recorded as JSON; [InputFingerprint] fingerprints its input.
 //   - [Store] is the contract a storage backend keeps. The sqlitestore and
 //     pgstore packages implement it; memstore is an in-memory reference for
 //     tests; storetest is the conformance suite all of them run.
@@ -39,7 +41,8 @@
 //   - the work's result, executed now (replayed == false);
 //   - the recorded result of an earlier execution (replayed == true);
 //   - [ErrInFlight] (as an [*InFlightError] with a retry hint): another call
-//     holds the key right now;
+//     holds the key right now (with [Config.Wait] or [Request.Wait], after
+//     waiting that long for it to end in vain);
 //   - [ErrMismatch]: the key was used before with a different fingerprint;
 //   - [ErrInvalidKey]: the key breaks the key rules;
 //   - [ErrUnavailable]: the store failed; nothing was recorded;
