@@ -69,6 +69,9 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	t.ended = true
 	fail := func(op string, err error) error {
 		t.end(ctx, false)
+		if isErr(err, errLockDeadlock) {
+			return lostToConcurrent(t.scope, t.key, err)
+		}
 		return unavailable(op, ctxCause(ctx, err))
 	}
 	r := p.Record
@@ -132,11 +135,25 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 		return unavailable("commit", fmt.Errorf("COMMIT did not answer in time, and goes on in the background: the outcome is unknown: %w", context.Cause(ctx)))
 	}
 	t.end(ctx, err == nil)
+	if isErr(err, errLockDeadlock) {
+		return lostToConcurrent(t.scope, t.key, err)
+	}
 	if err != nil {
 		// A duplicate here is not the record's (its INSERT went through).
 		return unavailable("commit", err)
 	}
 	return nil
+}
+
+// lostToConcurrent is the error of a transaction the server rolled back
+// because a concurrent one won: a deadlock, or, on Galera, a certification
+// conflict with a transaction committed on another node (MariaDB reports
+// both as ER_LOCK_DEADLOCK, at any statement or at COMMIT). Nothing was
+// recorded. It matches idem.ErrConflict, so the Guard reads the key again:
+// it replays the winner's record when this node has applied it, and
+// answers in flight otherwise; the effect ran in no committed transaction.
+func lostToConcurrent(scope, key string, err error) error {
+	return fmt.Errorf("%w: mysqlstore: %s: rolled back for a concurrent transaction (error %d): %w", idem.ErrConflict, recordName(scope, key), errLockDeadlock, err)
 }
 
 // end rolls back what is left of the transaction, unless committed, and
