@@ -358,7 +358,7 @@ func TestTwoRelaysOnPostgreSQL(t *testing.T) {
 		relays = append(relays, r)
 		wg.Go(func() { _ = r.Run(ctx) })
 	}
-	const n = 300
+	const n = 120
 	if err := stageN(t.Context(), stores[0], name, 0, n); err != nil {
 		t.Fatal(err)
 	}
