@@ -114,7 +114,7 @@ func (p *timingPublisher) record(es []outbox.Envelope, errs []error) {
 	}
 }
 
-// BenchmarkCommitToConfirmLag commits transfers at a fixed rate (500/s,
+// BenchmarkCommitToConfirmLag commits transfers at a fixed rate (at most 500/s,
 // each staging one message, from 8 goroutines) on PostgreSQL for
 // b.N transfers while one relay, woken by LISTEN/NOTIFY, publishes them
 // to JetStream; it reports the p50, p99 and max lag from the commit's
@@ -159,6 +159,7 @@ func BenchmarkCommitToConfirmLag(b *testing.B) {
 		})
 	}
 	b.ResetTimer()
+	began := time.Now()
 	t := time.NewTicker(time.Second / rate)
 	for i := range b.N {
 		<-t.C
@@ -167,6 +168,7 @@ func BenchmarkCommitToConfirmLag(b *testing.B) {
 	t.Stop()
 	close(ticks)
 	wg.Wait()
+	achieved := float64(b.N) / time.Since(began).Seconds()
 	deadline := time.Now().Add(time.Minute)
 	for r.Stats().Published < uint64(b.N) && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
@@ -189,4 +191,7 @@ func BenchmarkCommitToConfirmLag(b *testing.B) {
 	b.ReportMetric(q(0.5), "p50-ms")
 	b.ReportMetric(q(0.99), "p99-ms")
 	b.ReportMetric(q(1), "max-ms")
+	// The commits fall short of the rate when the database is slower:
+	// the lag holds at the rate reached.
+	b.ReportMetric(achieved, "transfers/s")
 }
