@@ -61,13 +61,12 @@ func stageN(ctx context.Context, s idem.Store, stream string, from, n int) error
 
 // pausingPublisher confirms through pub, and after the confirm of the
 // message number at (counting from 1) announces ready and waits to be
-// killed. As a BatchPublisher it publishes the first at messages of a
-// batch and then waits.
+// killed. pausingBatch, a BatchPublisher, publishes the first at messages
+// of a batch and then waits.
 type pausingPublisher struct {
 	pub   *natsoutbox.Publisher
 	at    int
 	count int
-	batch bool
 }
 
 func (p *pausingPublisher) Publish(ctx context.Context, e outbox.Envelope) error {
