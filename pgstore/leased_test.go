@@ -709,6 +709,7 @@ func TestLeasedMigratesAVersion3Table(t *testing.T) {
 	for _, sql := range []string{
 		`ALTER TABLE idem_records DROP COLUMN ttl_us`,
 		`DROP TABLE idem_records_audit`,
+		`DROP TABLE idem_records_outbox`,
 		`DELETE FROM idem_records_migrations WHERE version >= 4`,
 		`INSERT INTO idem_records (scope, key, fingerprint, state, status, headers, body, created_at, expires_at,
 			token, lease_until, kind, input, attempts, last_error)

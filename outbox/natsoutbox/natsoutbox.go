@@ -5,6 +5,11 @@
 //
 //	pub, err := natsoutbox.New(js, &natsoutbox.Config{Stream: "TRANSFER_EVENTS"})
 //	relay := outbox.NewRelay(store.Outbox(), pub, nil)
+//
+// A batch waits for its PubAcks at most Config.AckTimeout; nats.go keeps an
+// unanswered asynchronous publish pending until its own timeout, so create
+// js with jetstream.WithPublishAsyncTimeout where the server may vanish
+// mid-batch.
 package natsoutbox
 
 import (
