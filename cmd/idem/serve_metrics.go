@@ -25,6 +25,9 @@ func setupMetrics(cfg *transfers.Config, pool *pgxpool.Pool) (*prometheus.Regist
 		return nil, err
 	}
 	cfg.Observer = obs
+	if cfg.WebhookObserver, err = idemprom.NewWebhooks(reg, nil, "standard"); err != nil {
+		return nil, err
+	}
 	cfg.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return reg, nil
 }
