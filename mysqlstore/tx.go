@@ -54,7 +54,9 @@ func (t *Tx) Handle() any { return t.tx }
 // Commit implements idem.Tx. In the work's transaction, it releases
 // Begin's savepoint (which fails if the work ended the transaction), then
 // deletes the key's record if Begin saw it expired (and only if it still
-// is), inserts p.Record and commits; then it releases the key's lock. A
+// is), inserts p.Record and commits; then it releases the key's lock, in the
+// background once the COMMIT succeeded (a Begin meanwhile finds the
+// committed record and replays it). A
 // live record makes the INSERT fail on the primary key: the transaction is
 // rolled back and the error matches idem.ErrConflict. ctx bounds the
 // statements and the wait for COMMIT: a COMMIT that has not answered by
@@ -131,11 +133,15 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 		}()
 		return unavailable("commit", fmt.Errorf("COMMIT did not answer in time, and goes on in the background: the outcome is unknown: %w", context.Cause(ctx)))
 	}
-	t.end(ctx, err == nil)
 	if err != nil {
+		t.end(ctx, false)
 		// A duplicate here is not the record's (its INSERT went through).
 		return unavailable("commit", err)
 	}
+	// The record is committed and final: a Begin of the key that finds
+	// the lock still held reads it and replays it. The lock is released
+	// after Commit returns, off the caller's path.
+	go t.end(context.WithoutCancel(ctx), true)
 	return nil
 }
 
