@@ -133,6 +133,15 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 		}()
 		return unavailable("commit", fmt.Errorf("COMMIT did not answer in time, and goes on in the background: the outcome is unknown: %w", context.Cause(ctx)))
 	}
+	if isErr(err, errLockDeadlock) || isErr(err, errCertification) {
+		// InnoDB alone never fails a COMMIT so; a Galera node does when
+		// certification finds that a transaction committed on another
+		// node wrote a row this one wrote (the key's record, or a row of
+		// the effect). Nothing was committed: the Guard answers from the
+		// other transaction's record, or refuses as in flight.
+		t.end(ctx, false)
+		return fmt.Errorf("%w: mysqlstore: %s: COMMIT refused by certification (error %d)", idem.ErrConflict, recordName(t.scope, t.key), mustNumber(err))
+	}
 	if err != nil {
 		t.end(ctx, false)
 		// A duplicate here is not the record's (its INSERT went through).
@@ -164,4 +173,10 @@ func (t *Tx) Rollback(ctx context.Context) error {
 	t.ended = true
 	t.end(ctx, false)
 	return nil
+}
+
+// mustNumber is err's MySQL error number, 0 if it has none.
+func mustNumber(err error) uint16 {
+	n, _ := errNumber(err)
+	return n
 }
