@@ -146,6 +146,3 @@ var migrations = []migration{
 		}
 	}},
 }
-
-// latestVersion is the version of the last migration.
-func latestVersion() int { return migrations[len(migrations)-1].version }

@@ -54,7 +54,9 @@ func (t *Tx) Handle() any { return t.tx }
 // Commit implements idem.Tx. In the work's transaction, it releases
 // Begin's savepoint (which fails if the work ended the transaction), then
 // deletes the key's record if Begin saw it expired (and only if it still
-// is), inserts p.Record and commits; then it releases the key's lock. A
+// is), inserts p.Record and commits; then it releases the key's lock, in the
+// background once the COMMIT succeeded (a Begin meanwhile finds the
+// committed record and replays it). A
 // live record makes the INSERT fail on the primary key: the transaction is
 // rolled back and the error matches idem.ErrConflict. ctx bounds the
 // statements and the wait for COMMIT: a COMMIT that has not answered by
@@ -134,14 +136,24 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 		}()
 		return unavailable("commit", fmt.Errorf("COMMIT did not answer in time, and goes on in the background: the outcome is unknown: %w", context.Cause(ctx)))
 	}
-	t.end(ctx, err == nil)
-	if isErr(err, errLockDeadlock) {
-		return lostToConcurrent(t.scope, t.key, err)
+	if isErr(err, errLockDeadlock) || isErr(err, errCertification) {
+		// InnoDB alone never fails a COMMIT so; a Galera node does when
+		// certification finds that a transaction committed on another
+		// node wrote a row this one wrote (the key's record, or a row of
+		// the effect). Nothing was committed: the Guard answers from the
+		// other transaction's record, or refuses as in flight.
+		t.end(ctx, false)
+		return fmt.Errorf("%w: mysqlstore: %s: COMMIT refused by certification (error %d)", idem.ErrConflict, recordName(t.scope, t.key), mustNumber(err))
 	}
 	if err != nil {
+		t.end(ctx, false)
 		// A duplicate here is not the record's (its INSERT went through).
 		return unavailable("commit", err)
 	}
+	// The record is committed and final: a Begin of the key that finds
+	// the lock still held reads it and replays it. The lock is released
+	// after Commit returns, off the caller's path.
+	go t.end(context.WithoutCancel(ctx), true)
 	return nil
 }
 
@@ -175,4 +187,10 @@ func (t *Tx) Rollback(ctx context.Context) error {
 	t.ended = true
 	t.end(ctx, false)
 	return nil
+}
+
+// mustNumber is err's MySQL error number, 0 if it has none.
+func mustNumber(err error) uint16 {
+	n, _ := errNumber(err)
+	return n
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/idemkit/idem/cmd/idem/internal/bench"
 )
 
-const benchSynopsis = "bench [-db <sqlite | sqlite-path | postgres://…>]… [--json] [-duration 3s] [-concurrency 1,8,32] [-storms 20] [-pool 16] [-replay-probe] [-probe-conns 2] [-live-records 0] [-cpuprofile file]"
+const benchSynopsis = "bench [-db <sqlite | sqlite-path | postgres://… | mysql://…>]… [--json] [-duration 3s] [-concurrency 1,8,32] [-storms 20] [-pool 16] [-replay-probe] [-probe-conns 2] [-live-records 0] [-cpuprofile file]"
 
 type benchCommand struct {
 	*Main
@@ -37,7 +37,7 @@ type benchOptions struct {
 }
 
 func (o *benchOptions) flags(fs *flag.FlagSet) {
-	fs.Func("db", "a SQLite file path, \"sqlite\" for a fresh SQLite file in a temporary directory, or a postgres:// URL (the run works in a fresh schema and drops it); repeat it to measure several databases in one run, side by side (default sqlite)", func(v string) error {
+	fs.Func("db", "a SQLite file path, \"sqlite\" for a fresh SQLite file in a temporary directory, a postgres:// URL (the run works in a fresh schema and drops it), or a mysql:// URL (a fresh database, dropped); repeat it to measure several databases in one run, side by side (default sqlite)", func(v string) error {
 		o.dbs = append(o.dbs, v)
 		return nil
 	})

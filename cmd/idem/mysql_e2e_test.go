@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/idemkit/idem/cmd/idem/internal/mysqlurl"
 	"github.com/idemkit/idem/internal/mysqltest"
 )
 
@@ -101,7 +102,7 @@ func TestMySQLPasswordRedacted(t *testing.T) {
 
 func TestMySQLDSN(t *testing.T) {
 	t.Parallel()
-	dsn, err := mysqlDSN("mysql://app:p%40ss@db.example:3307/bank?readTimeout=5s&interpolateParams=false")
+	dsn, err := mysqlurl.DSN("mysql://app:p%40ss@db.example:3307/bank?readTimeout=5s&interpolateParams=false")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,12 +114,12 @@ func TestMySQLDSN(t *testing.T) {
 		cfg.ReadTimeout.Seconds() != 5 || !cfg.ClientFoundRows || cfg.InterpolateParams {
 		t.Errorf("mysqlDSN = %+v", cfg)
 	}
-	if dsn, err := mysqlDSN("mysql://root@127.0.0.1/test"); err != nil || !strings.Contains(dsn, "127.0.0.1:3306") {
+	if dsn, err := mysqlurl.DSN("mysql://root@127.0.0.1/test"); err != nil || !strings.Contains(dsn, "127.0.0.1:3306") {
 		t.Errorf("mysqlDSN without a port = %q, %v; want port 3306", dsn, err)
 	}
 	for _, bad := range []string{"mysql://root@127.0.0.1:3306", "mysql:///test"} {
-		if _, err := mysqlDSN(bad); err == nil {
-			t.Errorf("mysqlDSN(%q) = nil error", bad)
+		if _, err := mysqlurl.DSN(bad); err == nil {
+			t.Errorf("mysqlurl.DSN(%q) = nil error", bad)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/cmd/idem/internal/mysqlurl"
 	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
@@ -20,7 +21,7 @@ import (
 
 // backend is the database of a run: the idem store and the ledger in it.
 type backend struct {
-	kind   string // "sqlite" or "postgres"
+	kind   string // "sqlite", "postgres" or "mysql"
 	desc   string // for the report, without a password
 	pool   int
 	probe  bool // pgstore.Config.ReplayProbe
@@ -51,6 +52,9 @@ func IsPostgres(db string) bool {
 func open(ctx context.Context, db string, probe bool, pool, probeConns int) (*backend, error) {
 	if IsPostgres(db) {
 		return openPostgres(ctx, db, probe, pool, probeConns)
+	}
+	if mysqlurl.IsURL(db) {
+		return openMySQL(ctx, db, probe, pool, probeConns)
 	}
 	return openSQLite(ctx, db)
 }
@@ -176,7 +180,7 @@ func freshSchema(ctx context.Context, dsn string) (schema, scoped string, err er
 func redact(dsn string) string {
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return "postgres://…"
+		return "…"
 	}
 	return u.Redacted()
 }

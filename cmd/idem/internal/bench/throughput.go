@@ -164,13 +164,13 @@ func (r *runner) overhead(ctx context.Context, rep *Report) error {
 		}
 		cmp := Comparison{Scenario: "overhead", Concurrency: c, Base: plain.variant(), Subject: withIdem.variant()}
 		cmp.Ratio = ratio(cmp.Subject.ReqPerSec, cmp.Base.ReqPerSec)
-		pg := r.b.kind == "postgres"
+		pg := r.b.kind == "postgres" || r.b.kind == "mysql"
 		var note string
 		// The bar is set at 8 and at 32 clients (docs/DESIGN.md#bars):
 		// from 8 on, it applies.
 		switch {
 		case !pg:
-			note = "PostgreSQL, 8 and 32 clients"
+			note = "PostgreSQL and MySQL, 8 and 32 clients"
 		case c < 8:
 			note = "8 and 32 clients"
 		}

@@ -101,7 +101,7 @@ var mysqlSchemaStatements = []string{
 // package, so that an edit of one fails loudly rather than reaching MySQL
 // in PostgreSQL's words.
 var mysqlRewrites = map[string]string{
-	`INSERT INTO accounts (id, balance) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET balance = excluded.balance`: `INSERT INTO accounts (id, balance) VALUES ($1, $2) ON DUPLICATE KEY UPDATE balance = VALUES(balance)`,
+	`INSERT INTO accounts (id, balance) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET balance = excluded.balance`: `INSERT INTO accounts (id, balance) VALUES ($1, $2) ON DUPLICATE KEY UPDATE balance = $2`,
 
 	`SELECT count(*) FROM pg_attribute WHERE attrelid = 'transfers'::regclass AND attname IN ('batch_id', 'row_id') AND NOT attisdropped`:                    `SELECT count(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'transfers' AND COLUMN_NAME IN ('batch_id', 'row_id')`,
 	`ALTER TABLE transfers ADD COLUMN IF NOT EXISTS batch_id text, ADD COLUMN IF NOT EXISTS row_id text`:                                                     `ALTER TABLE transfers ADD COLUMN batch_id VARCHAR(255), ADD COLUMN row_id VARCHAR(255)`,
