@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/idemkit/idem/cmd/idem/internal/fakeprovider"
 	"github.com/idemkit/idem/internal/pgcluster"
+	"github.com/idemkit/idem/internal/redistest"
 )
 
 // failoverIntents is the number of intents of one failover run:
@@ -353,5 +355,71 @@ func TestFailoverE2EPayouts(t *testing.T) {
 				t.Fatalf("synchronous replication: %d acknowledged payouts changed id, want 0", lost)
 			}
 		})
+	}
+}
+
+// Payouts whose leased records are on Redis behind three Sentinels (the
+// ledger on a SQLite file), through go-redis's failover client: the
+// master is killed with SIGKILL a third of the way through and the
+// sentinels promote the replica. Replication is asynchronous, so the
+// records the replica had not received are lost; the payouts' operation
+// keys are derived from the intent's (docs/PAYOUTS.md), so a retry that
+// finds no record finds the ledger's payout and the provider's charge
+// instead of making new ones: one debit and one charge per intent.
+func TestFailoverE2ERedisSentinel(t *testing.T) {
+	t.Parallel()
+	ss := redistest.StartSentinels(t, redistest.ServerOptions{})
+	prov, purl := fakeprovider.Start(t, nil)
+	s := startServe(t, "-db", ss.URL(0)+"&prefix=fo", "-ledger", filepath.Join(t.TempDir(), "ledger.db"),
+		"-request-timeout", "5s", "-provider", purl, "-lease", "2s", "-complete-interval", "500ms")
+	const balance = 1_000_000
+	if status, body := s.do(t, "PUT", "/accounts/alice", "", fmt.Sprintf(`{"balance":%d}`, balance)); status != 200 {
+		t.Fatalf("PUT /accounts/alice: %d %s", status, body)
+	}
+	n := failoverIntents(t) / 3
+	body := func(int) string { return `{"account":"alice","amount":1}` }
+	h := new(history)
+	var once sync.Once
+	trigger := func(acked int64) {
+		if acked >= int64(n/3) {
+			once.Do(ss.Master.Kill)
+		}
+	}
+	intents := runIntents(t, h, s.addr, "/payouts", "fo-redis-", n, body, trigger)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ss.WaitFailover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var changed int
+	for _, in := range intents {
+		if !in.acked {
+			t.Fatalf("%s never acknowledged after %d attempts", in.key, in.attempts)
+		}
+		o := send(http.DefaultClient, h, s.addr, "/payouts", in.key, body(0))
+		if o.Status != 201 {
+			t.Errorf("%s: the retry after the failover got %d", in.key, o.Status)
+		}
+		if o.ID != in.id {
+			changed++
+		}
+		if k := prov.Effects(anonymousChargeKey(in.key)); k != 1 {
+			t.Errorf("%s: %d charges at the provider under its derived key, want 1", in.key, k)
+		}
+	}
+	l := s.payoutList(t)
+	var completed int
+	for _, p := range l {
+		if p.State == "completed" {
+			completed++
+		}
+	}
+	t.Logf("Redis Sentinel: %d payouts, %d requests; %d acknowledged payouts answered with another payout id after the failover; provider: %d charges; ledger: %d payouts, %d completed; balance %d",
+		n, len(h.ops), changed, len(prov.Charges()), len(l), completed, s.balance(t, "alice"))
+	if len(prov.Charges()) != n || len(l) != n || completed != n || changed != 0 {
+		t.Fatalf("%d charges, %d payouts (%d completed), %d changed ids; want %d, %d (%d), 0", len(prov.Charges()), len(l), completed, changed, n, n, n)
+	}
+	if got := s.balance(t, "alice"); got != balance-int64(n) {
+		t.Fatalf("alice's balance %d, want %d (one debit per payout)", got, balance-n)
 	}
 }
