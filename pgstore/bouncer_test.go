@@ -22,7 +22,7 @@ import (
 // statements behind a pooler, naming the fix, and accepts it directly.
 func TestOpenThroughPgBouncer(t *testing.T) {
 	ctx := context.Background()
-	for _, mode := range pgtest.BouncerModes() {
+	for _, mode := range pgtest.BouncerModes {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			_, dsn := pgtest.BouncerSchema(t, mode)
@@ -64,7 +64,7 @@ func TestOpenThroughPgBouncer(t *testing.T) {
 // set_config(…, true), so the suite holds in transaction pooling, where a
 // session's state would be another client's.
 func TestConformanceThroughPgBouncer(t *testing.T) {
-	for _, mode := range pgtest.BouncerModes() {
+	for _, mode := range pgtest.BouncerModes {
 		t.Run(mode, func(t *testing.T) {
 			pgstoretest.ConformanceThroughBouncer(t, driver{}, pgstoretest.Config{}, mode)
 		})
@@ -74,7 +74,7 @@ func TestConformanceThroughPgBouncer(t *testing.T) {
 // The leased-mode suite through PgBouncer, each location opened with
 // Open on the bouncer's URL as given.
 func TestLeasedConformanceThroughPgBouncer(t *testing.T) {
-	for _, mode := range pgtest.BouncerModes() {
+	for _, mode := range pgtest.BouncerModes {
 		t.Run(mode, func(t *testing.T) {
 			leasetest.Run(t, leasedHarness(func(t testing.TB) string {
 				_, dsn := pgtest.BouncerSchema(t, mode)

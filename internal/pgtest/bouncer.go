@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -21,20 +20,13 @@ import (
 	"github.com/idemkit/idem/internal/servertest"
 )
 
-// BouncerEnv names the pool modes the tests that take a bouncer run
-// through (see BouncerModes).
+// BouncerEnv, when set to "transaction" or "session", makes Schema return
+// a DSN through a private PgBouncer in that pool mode (see BouncerSchema),
+// so that every test of a fresh schema runs through the bouncer.
 const BouncerEnv = "IDEM_PG_BOUNCER"
 
-// BouncerModes returns the PgBouncer pool modes to run the bouncer tests
-// in: $IDEM_PG_BOUNCER, a comma-separated list of "transaction" and
-// "session", or both when it is unset.
-func BouncerModes() []string {
-	v := os.Getenv(BouncerEnv)
-	if v == "" {
-		return []string{"transaction", "session"}
-	}
-	return strings.Split(v, ",")
-}
+// BouncerModes are PgBouncer's pool modes the bouncer tests run in.
+var BouncerModes = []string{"transaction", "session"}
 
 // BouncerSchema starts a private PgBouncer (the pgbouncer binary on PATH
 // or in /usr/sbin) in pool mode mode, in front of the server of DSN(), on
@@ -54,7 +46,7 @@ func BouncerModes() []string {
 // When pgbouncer is missing, the test is skipped, or fails under CI=true.
 func BouncerSchema(t testing.TB, mode string) (schema, dsn string) {
 	t.Helper()
-	schema, _ = Schema(t)
+	schema = createSchema(t)
 	return schema, startBouncer(t, mode, schema)
 }
 
