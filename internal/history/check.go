@@ -1,0 +1,141 @@
+package history
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Result is the verdict on a history.
+type Result struct {
+	// Ok is whether the history is linearizable; when false, either
+	// Violations names keys or TimedOut is set.
+	Ok bool
+	// Keys and Ops count the keys and the operations checked; Dropped
+	// counts the attempts of unknown outcome left out because an earlier
+	// one of the same key stands for them (see Check).
+	Keys, Ops, Dropped int
+	// Violations are the keys whose histories are not linearizable, in
+	// order.
+	Violations []string
+	// TimedOut is set when porcupine gave up before a verdict.
+	TimedOut bool
+
+	info porcupine.LinearizationInfo
+}
+
+// DefaultTimeout bounds a check (Check's timeout of 0).
+const DefaultTimeout = time.Minute
+
+// Check checks ops against the model of one key (see the package doc),
+// partitioned by key, within timeout (0: DefaultTimeout).
+//
+// An attempt of unknown outcome is open-ended: it may take effect, and
+// hold the key, at any time after its start, so it overlaps every later
+// attempt of the key, and porcupine may linearize it anywhere after its
+// start. A 409 is legal only while an attempt of the key that was not
+// itself refused overlaps it. Of a key's attempts of unknown outcome, only the earliest is
+// given to porcupine: its effect (the key may have executed unseen) is
+// the only one any of them can have, and it can take it at any point the
+// later ones could; the others still count for the 409 rule.
+func Check(ops []Op, timeout time.Duration) Result {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ops = slices.Clone(ops)
+	slices.SortStableFunc(ops, func(a, b Op) int { return a.Start.Compare(b.Start) })
+	var base time.Time
+	var last int64
+	if len(ops) > 0 {
+		base = ops[0].Start
+	}
+	ts := func(t time.Time) int64 { return int64(t.Sub(base)) }
+	for _, op := range ops {
+		last = max(last, ts(op.End), ts(op.Start))
+	}
+	open := last + 1 // the end of an attempt of unknown outcome
+
+	byKey := map[string][]int{}
+	var keys []string
+	for i, op := range ops {
+		if _, ok := byKey[op.Key]; !ok {
+			keys = append(keys, op.Key)
+		}
+		byKey[op.Key] = append(byKey[op.Key], i)
+	}
+	res := Result{Keys: len(keys)}
+	var h []porcupine.Operation
+	for _, k := range keys {
+		idx := byKey[k]
+		end := func(i int) int64 {
+			if ops[i].Outcome == Unknown {
+				return open
+			}
+			return max(ts(ops[i].End), ts(ops[i].Start))
+		}
+		seenUnknown := false
+		for _, i := range idx {
+			op := ops[i]
+			if op.Outcome == Unknown {
+				if seenUnknown {
+					res.Dropped++
+					continue
+				}
+				seenUnknown = true
+			}
+			overlapped := false
+			if op.Outcome == InFlight {
+				for _, j := range idx {
+					if j != i && ops[j].Outcome != InFlight && ts(ops[j].Start) <= end(i) && ts(op.Start) <= end(j) {
+						overlapped = true
+						break
+					}
+				}
+			}
+			h = append(h, porcupine.Operation{
+				ClientId: op.Client,
+				Input:    input{key: k, overlapped: overlapped},
+				Call:     ts(op.Start),
+				Output:   op.Answer,
+				Return:   end(i),
+			})
+		}
+	}
+	res.Ops = len(h)
+	verdict, info := porcupine.CheckOperationsVerbose(model, h, timeout)
+	res.info = info
+	switch verdict {
+	case porcupine.Ok:
+		res.Ok = true
+	case porcupine.Unknown:
+		res.TimedOut = true
+	default:
+		// Name the keys: check each partition on its own.
+		for _, part := range model.Partition(h) {
+			if porcupine.CheckOperationsTimeout(model, part, timeout) == porcupine.Illegal {
+				res.Violations = append(res.Violations, part[0].Input.(input).key)
+			}
+		}
+		slices.Sort(res.Violations)
+	}
+	return res
+}
+
+// WriteHTML writes porcupine's visualization of the checked history (the
+// longest linearization of each key, and where it fails) to path.
+func (r Result) WriteHTML(path string) error {
+	return porcupine.VisualizePath(model, r.info, path)
+}
+
+func (r Result) String() string {
+	switch {
+	case r.Ok:
+		return fmt.Sprintf("linearizable: %d keys, %d operations (%d redundant unknown outcomes left out)", r.Keys, r.Ops, r.Dropped)
+	case r.TimedOut:
+		return fmt.Sprintf("no verdict: the check of %d keys, %d operations timed out", r.Keys, r.Ops)
+	default:
+		return fmt.Sprintf("NOT linearizable: %d of %d keys violate the model: %v", len(r.Violations), r.Keys, r.Violations)
+	}
+}

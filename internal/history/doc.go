@@ -1,0 +1,20 @@
+// Package history records what the clients of a chaos run saw, one
+// operation per attempt (start, end, key, outcome, body digest), and
+// checks the history for linearizability with porcupine against the model
+// of one idempotency key (docs/DESIGN.md):
+//
+//   - a key starts absent; the first execution completes it with a result
+//     (status and body digest), and every later answer of the key is a
+//     replay equal to that result byte for byte: a second first execution,
+//     or a replay that differs, is a violation;
+//   - a 409 is legal only while another attempt of the key overlaps it in
+//     time (the attempt holding the key);
+//   - an attempt whose outcome the client never learnt (a timeout, a reset,
+//     a killed server, a 5xx) may or may not have taken effect: it may be
+//     linearized at any point after its start, and the later answers decide
+//     which.
+//
+// The history is partitioned by key. On a violation, [Require] fails the
+// test and writes porcupine's HTML visualization of the history to a file
+// it names.
+package history
