@@ -171,11 +171,7 @@ func runIntents(t *testing.T, h *runHistory, addr, path, prefix string, n int, b
 // intents were acknowledged, and promotes the standby 300ms later, as a
 // failover manager would after noticing. It returns the trigger for
 // runIntents and a wait for the promotion.
-//
-// With lag > 0 the standby is paused (SIGSTOP) for lag before the kill
-// and resumed after it, as a standby that fell behind: the primary's
-// commits of that window never reach it.
-func failover(t *testing.T, c *pgcluster.Cluster, after int64, lag time.Duration) (trigger func(int64), wait func()) {
+func failover(t *testing.T, c *pgcluster.Cluster, after int64) (trigger func(int64), wait func()) {
 	var once sync.Once
 	promoted := make(chan error, 1)
 	trigger = func(acked int64) {
@@ -183,12 +179,7 @@ func failover(t *testing.T, c *pgcluster.Cluster, after int64, lag time.Duration
 			return
 		}
 		once.Do(func() {
-			if lag > 0 {
-				c.Standby.Pause()
-				time.Sleep(lag)
-			}
 			c.Primary.Kill()
-			c.Standby.Resume()
 			go func() {
 				time.Sleep(300 * time.Millisecond)
 				promoted <- c.Standby.Promote(context.Background())
@@ -213,8 +204,7 @@ func failover(t *testing.T, c *pgcluster.Cluster, after int64, lag time.Duration
 var failoverModes = []struct {
 	name string
 	sync bool
-	lag  time.Duration // see failover
-}{{"Sync", true, 0}, {"Async", false, 0}}
+}{{"Sync", true}, {"Async", false}}
 
 // The transfers service on a primary and a standby reached through a
 // multi-host URL (target_session_attrs=read-write): the primary is
@@ -231,14 +221,7 @@ var failoverModes = []struct {
 // logs the count; it is what the documentation's figures are made of.
 func TestFailoverE2ETransfers(t *testing.T) {
 	t.Parallel()
-	// AsyncLagging: the standby paused for 300ms before the primary's
-	// kill, so that the asynchronous loss is not left to chance.
-	modes := append(failoverModes, struct {
-		name string
-		sync bool
-		lag  time.Duration
-	}{"AsyncLagging", false, 300 * time.Millisecond})
-	for _, m := range modes {
+	for _, m := range failoverModes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
 			c := pgcluster.Start(t, pgcluster.Options{Sync: m.sync})
@@ -252,7 +235,7 @@ func TestFailoverE2ETransfers(t *testing.T) {
 			// The amount names the intent: intent i moves i+1.
 			body := func(i int) string { return fmt.Sprintf(`{"from":"alice","to":"bob","amount":%d}`, i+1) }
 			h := new(runHistory)
-			trigger, wait := failover(t, c, int64(n/3), m.lag)
+			trigger, wait := failover(t, c, int64(n/3))
 			intents := runIntents(t, h, s.addr, "/transfers", "fo-", n, body, trigger)
 			wait()
 
@@ -356,7 +339,7 @@ func TestFailoverE2EPayouts(t *testing.T) {
 			n := failoverIntents(t) / 3
 			body := func(int) string { return `{"account":"alice","amount":1}` }
 			h := new(runHistory)
-			trigger, wait := failover(t, c, int64(n/3), m.lag)
+			trigger, wait := failover(t, c, int64(n/3))
 			intents := runIntents(t, h, s.addr, "/payouts", "fo-pay-", n, body, trigger)
 			wait()
 			var lost int

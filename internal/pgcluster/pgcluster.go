@@ -160,25 +160,8 @@ func (n *Node) Kill() {
 		return
 	}
 	_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
-	_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGCONT) // a paused group dies only once continued
 	_ = n.cmd.Wait()
 	n.cmd = nil
-}
-
-// Pause stops the node's processes with SIGSTOP, as a standby that falls
-// behind (a slow disk, a partition) stops receiving; Resume continues
-// them.
-func (n *Node) Pause() { n.signal(syscall.SIGSTOP) }
-
-// Resume continues the processes Pause stopped.
-func (n *Node) Resume() { n.signal(syscall.SIGCONT) }
-
-func (n *Node) signal(sig syscall.Signal) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd != nil {
-		_ = syscall.Kill(-n.cmd.Process.Pid, sig)
-	}
 }
 
 // Promote makes the standby a primary (pg_promote) and waits until it
