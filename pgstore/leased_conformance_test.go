@@ -16,12 +16,18 @@ import (
 // their search_path: the store's tables and the effects table live there.
 func TestLeasedConformance(t *testing.T) {
 	pgtest.Require(t)
-	leasetest.Run(t, leasetest.Harness{
-		NewLocation: func(t testing.TB) string {
-			_, dsn := pgtest.Schema(t)
-			return dsn
-		},
-		Persistent: true,
+	leasetest.Run(t, leasedHarness(func(t testing.TB) string {
+		_, dsn := pgtest.Schema(t)
+		return dsn
+	}))
+}
+
+// leasedHarness is the leased-mode harness of pgstore, each location a
+// DSN that newLocation returns.
+func leasedHarness(newLocation func(t testing.TB) string) leasetest.Harness {
+	return leasetest.Harness{
+		NewLocation: newLocation,
+		Persistent:  true,
 		Open: func(ctx context.Context, location string) (idem.LeasedStore, error) {
 			s, err := pgstore.Open(ctx, location, nil)
 			if err != nil {
@@ -47,5 +53,5 @@ func TestLeasedConformance(t *testing.T) {
 			err := s.(*pgstore.Store).Pool().QueryRow(ctx, `SELECT count(*) FROM effects WHERE name = $1`, name).Scan(&n)
 			return n, err
 		},
-	})
+	}
 }

@@ -43,7 +43,9 @@ var (
 // New returns a Store whose records live in pool's database. A nil cfg
 // means defaults. When cfg.Schema is empty, New asks a connection of pool
 // for its current_schema(). Unless cfg.SkipMigrate is set, New applies
-// the migrations (see Migrate). The caller keeps ownership of pool; Close
+// the migrations (see Migrate). A pool that reaches the server through a
+// connection pooler must not cache prepared statements (pgx's default):
+// New then fails with ErrPoolerStatementCache. The caller keeps ownership of pool; Close
 // releases what the store opened itself.
 func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	if pool == nil {
@@ -51,6 +53,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	}
 	c, set, err := cfg.withDefaults()
 	if err != nil {
+		return nil, err
+	}
+	if err := checkPooler(ctx, pool); err != nil {
 		return nil, err
 	}
 	if err := set.Resolve(ctx, querier{pool}, "pgstore"); err != nil {
@@ -93,8 +98,13 @@ func (s *Store) connectionCheck(ctx context.Context) (bool, error) {
 // Open connects a new pool to the database named by connString (a URL or
 // key=value DSN, see pgxpool.ParseConfig; pool_max_conns sizes the pool)
 // and returns a Store over it that owns the pool: Close closes it.
+//
+// When connString sets no default_query_exec_mode and the server is
+// reached through a connection pooler (PgBouncer in transaction or
+// session pooling), the pool uses pgx.QueryExecModeExec, which prepares
+// no named statement (docs/POSTGRES.md, "PgBouncer").
 func Open(ctx context.Context, connString string, cfg *Config) (*Store, error) {
-	pool, err := pgxpool.New(ctx, connString)
+	pool, err := openPool(ctx, connString)
 	if err != nil {
 		return nil, unavailable("open", err)
 	}

@@ -28,9 +28,12 @@ type benchOptions struct {
 	duration                 time.Duration
 	levels                   string
 	storms, probeConns, pool int
-	liveRecords              int
-	probe, asJSON, verbose   bool
-	cpuProfile               string
+	live                     string
+
+	// Set by validate.
+	liveRecords            []int // of -live-records
+	probe, asJSON, verbose bool
+	cpuProfile             string
 
 	// Set by validate.
 	concurrency []int // of -concurrency
@@ -47,7 +50,7 @@ func (o *benchOptions) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.probe, "replay-probe", false, "on PostgreSQL, turn on pgstore's ReplayProbe (replays and 409s in one round trip)")
 	fs.IntVar(&o.probeConns, "probe-conns", 0, "on PostgreSQL, pgstore's ProbeConns: connections reserved for replays and refusals when the pool is exhausted (negative: none; 0: the store's default, 2)")
 	fs.IntVar(&o.pool, "pool", defaultPool, "on PostgreSQL, the pool size both services share (pool_max_conns), as idem serve -pool")
-	fs.IntVar(&o.liveRecords, "live-records", 0, "live records written into the records table before the run, as a service that has kept a day of keys has them (PostgreSQL and SQLite; the report gives the table's size per record)")
+	fs.StringVar(&o.live, "live-records", "0", "comma-separated numbers of live records written into the records table before a run, as a service that has kept a day of keys has them: each database is measured once per number, side by side (the report gives the table's size per record)")
 	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&o.verbose, "v", false, "show the services' logs")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (clients and servers) to this file, for go tool pprof")
@@ -65,6 +68,14 @@ func (o *benchOptions) validate() error {
 	var err error
 	if o.concurrency, err = parseLevels(o.levels); err != nil {
 		return usageError{"bench: -concurrency: " + err.Error()}
+	}
+	o.liveRecords = nil
+	for f := range strings.SplitSeq(o.live, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 {
+			return usageError{fmt.Sprintf("bench: -live-records: want comma-separated numbers of at least 0, got %q", o.live)}
+		}
+		o.liveRecords = append(o.liveRecords, n)
 	}
 	if o.duration <= 0 || o.storms <= 0 || o.pool <= 0 {
 		return usageError{"bench: -duration, -storms and -pool must be positive"}
@@ -106,11 +117,22 @@ func (c *benchCommand) run(ctx context.Context, o *benchOptions) error {
 		reps   []*bench.Report
 		broken error
 	)
+	type run struct {
+		db   string
+		live int
+	}
+	var runs []run
 	for _, db := range dbs {
+		for _, n := range o.liveRecords {
+			runs = append(runs, run{db, n})
+		}
+	}
+	for _, ru := range runs {
+		db := ru.db
 		if db == "sqlite" {
 			db = ""
 		}
-		cfg := &bench.Config{DB: db, Duration: o.duration, Concurrency: o.concurrency, Storms: o.storms, ReplayProbe: o.probe, ProbeConns: o.probeConns, Pool: o.pool, LiveRecords: o.liveRecords, Progress: c.Stderr}
+		cfg := &bench.Config{DB: db, Duration: o.duration, Concurrency: o.concurrency, Storms: o.storms, ReplayProbe: o.probe, ProbeConns: o.probeConns, Pool: o.pool, LiveRecords: ru.live, Progress: c.Stderr}
 		if o.verbose {
 			cfg.ServerLog = c.Stderr
 		}

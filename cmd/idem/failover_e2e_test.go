@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +20,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemkit/idem/cmd/idem/internal/fakeprovider"
+	"github.com/idemkit/idem/internal/history"
 	"github.com/idemkit/idem/internal/pgcluster"
+	"github.com/idemkit/idem/internal/redistest"
 )
 
 // failoverIntents is the number of intents of one failover run:
@@ -51,16 +54,38 @@ type op struct {
 	ID         int64  // the id of the transfer or payout answered, if any
 }
 
-// history collects the ops of a run from many goroutines.
-type history struct {
+// runHistory collects the ops of a run from many goroutines, and the same
+// requests as internal/history's operations, for the linearizability
+// check.
+type runHistory struct {
+	rec history.Recorder
 	mu  sync.Mutex
 	ops []op
 }
 
-func (h *history) add(o op) {
+func (h *runHistory) add(o op) {
 	h.mu.Lock()
 	h.ops = append(h.ops, o)
 	h.mu.Unlock()
+}
+
+// check checks the run's history with internal/history. With lost == 0 it
+// must be linearizable (history.Require fails the test and writes the
+// visualization otherwise). With acknowledged results lost by an
+// asynchronous failover it must not be: a key answered with one result
+// and later, after the loss, with another is exactly what the checker
+// exists to see.
+func (h *runHistory) check(t *testing.T, lost int) {
+	t.Helper()
+	if lost == 0 {
+		history.Require(t, &h.rec)
+		return
+	}
+	res := history.Check(h.rec.Ops(), 0)
+	if res.Ok {
+		t.Fatalf("history: %s, but %d acknowledged results were lost: the checker missed them", res, lost)
+	}
+	t.Logf("history: %s (the %d lost results, as expected)", res, lost)
 }
 
 // intent is what one key's client ended with.
@@ -72,16 +97,18 @@ type intent struct {
 }
 
 // send sends one request with key and body to s and records it in h.
-func send(c *http.Client, h *history, addr, path, key, body string) op {
+func send(c *http.Client, h *runHistory, client int, addr, path, key, body string) op {
 	o := op{Key: key, Start: time.Now()}
+	p := h.rec.Begin(client, key)
 	req, _ := http.NewRequest("POST", "http://"+addr+path, strings.NewReader(body))
 	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set("Content-Type", "application/json")
 	res, err := c.Do(req)
+	var b []byte
 	if err == nil {
-		b, rerr := io.ReadAll(res.Body)
+		b, err = io.ReadAll(res.Body)
 		res.Body.Close()
-		if rerr == nil {
+		if err == nil {
 			o.Status = res.StatusCode
 			sum := sha256.Sum256(b)
 			o.Digest = hex.EncodeToString(sum[:])
@@ -93,6 +120,11 @@ func send(c *http.Client, h *history, addr, path, key, body string) op {
 		}
 	}
 	o.End = time.Now()
+	status := 0
+	if res != nil {
+		status = res.StatusCode
+	}
+	p.End(history.FromHTTP(status, o.Replayed, b, err))
 	h.add(o)
 	return o
 }
@@ -101,13 +133,13 @@ func send(c *http.Client, h *history, addr, path, key, body string) op {
 // failoverClients clients, each retried every 50ms until it is answered
 // 201, for at most two minutes per intent. acked is called after each
 // acknowledged intent with the number acknowledged so far.
-func runIntents(t *testing.T, h *history, addr, path, prefix string, n int, body func(i int) string, acked func(int64)) []intent {
+func runIntents(t *testing.T, h *runHistory, addr, path, prefix string, n int, body func(i int) string, acked func(int64)) []intent {
 	t.Helper()
 	out := make([]intent, n)
 	var next, done atomic.Int64
 	var wg sync.WaitGroup
 	c := &http.Client{Timeout: 15 * time.Second}
-	for range failoverClients {
+	for client := range failoverClients {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1)) - 1
@@ -118,7 +150,7 @@ func runIntents(t *testing.T, h *history, addr, path, prefix string, n int, body
 				deadline := time.Now().Add(2 * time.Minute)
 				for time.Now().Before(deadline) {
 					in.attempts++
-					if o := send(c, h, addr, path, in.key, body(i)); o.Status == 201 {
+					if o := send(c, h, client+1, addr, path, in.key, body(i)); o.Status == 201 {
 						in.acked, in.id = true, o.ID
 						break
 					}
@@ -202,7 +234,7 @@ func TestFailoverE2ETransfers(t *testing.T) {
 			n := failoverIntents(t)
 			// The amount names the intent: intent i moves i+1.
 			body := func(i int) string { return fmt.Sprintf(`{"from":"alice","to":"bob","amount":%d}`, i+1) }
-			h := new(history)
+			h := new(runHistory)
 			trigger, wait := failover(t, c, int64(n/3))
 			intents := runIntents(t, h, s.addr, "/transfers", "fo-", n, body, trigger)
 			wait()
@@ -220,7 +252,7 @@ func TestFailoverE2ETransfers(t *testing.T) {
 					lost++
 				}
 				// The client's later retry of the acknowledged key.
-				o := send(http.DefaultClient, h, s.addr, "/transfers", in.key, body(i))
+				o := send(http.DefaultClient, h, 0, s.addr, "/transfers", in.key, body(i))
 				switch {
 				case o.Status != 201:
 					t.Errorf("%s: the retry after the failover got %d", in.key, o.Status)
@@ -254,6 +286,7 @@ func TestFailoverE2ETransfers(t *testing.T) {
 			if m.sync && lost != 0 {
 				t.Fatalf("synchronous replication lost %d acknowledged transfers, want 0", lost)
 			}
+			h.check(t, lost)
 		})
 	}
 }
@@ -305,7 +338,7 @@ func TestFailoverE2EPayouts(t *testing.T) {
 			}
 			n := failoverIntents(t) / 3
 			body := func(int) string { return `{"account":"alice","amount":1}` }
-			h := new(history)
+			h := new(runHistory)
 			trigger, wait := failover(t, c, int64(n/3))
 			intents := runIntents(t, h, s.addr, "/payouts", "fo-pay-", n, body, trigger)
 			wait()
@@ -315,7 +348,7 @@ func TestFailoverE2EPayouts(t *testing.T) {
 					t.Fatalf("%s never acknowledged after %d attempts", in.key, in.attempts)
 				}
 				// The client's later retry of the acknowledged key.
-				o := send(http.DefaultClient, h, s.addr, "/payouts", in.key, body(0))
+				o := send(http.DefaultClient, h, 0, s.addr, "/payouts", in.key, body(0))
 				if o.Status != 201 {
 					t.Errorf("%s: the retry after the failover got %d", in.key, o.Status)
 				}
@@ -352,6 +385,74 @@ func TestFailoverE2EPayouts(t *testing.T) {
 			if m.sync && lost != 0 {
 				t.Fatalf("synchronous replication: %d acknowledged payouts changed id, want 0", lost)
 			}
+			h.check(t, lost)
 		})
 	}
+}
+
+// Payouts whose leased records are on Redis behind three Sentinels (the
+// ledger on a SQLite file), through go-redis's failover client: the
+// master is killed with SIGKILL a third of the way through and the
+// sentinels promote the replica. Replication is asynchronous, so the
+// records the replica had not received are lost; the payouts' operation
+// keys are derived from the intent's (docs/PAYOUTS.md), so a retry that
+// finds no record finds the ledger's payout and the provider's charge
+// instead of making new ones: one debit and one charge per intent.
+func TestFailoverE2ERedisSentinel(t *testing.T) {
+	t.Parallel()
+	ss := redistest.StartSentinels(t, redistest.ServerOptions{})
+	prov, purl := fakeprovider.Start(t, nil)
+	s := startServe(t, "-db", ss.URL(0)+"&prefix=fo", "-ledger", filepath.Join(t.TempDir(), "ledger.db"),
+		"-request-timeout", "5s", "-provider", purl, "-lease", "2s", "-complete-interval", "500ms")
+	const balance = 1_000_000
+	if status, body := s.do(t, "PUT", "/accounts/alice", "", fmt.Sprintf(`{"balance":%d}`, balance)); status != 200 {
+		t.Fatalf("PUT /accounts/alice: %d %s", status, body)
+	}
+	n := failoverIntents(t) / 3
+	body := func(int) string { return `{"account":"alice","amount":1}` }
+	h := new(runHistory)
+	var once sync.Once
+	trigger := func(acked int64) {
+		if acked >= int64(n/3) {
+			once.Do(ss.Master.Kill)
+		}
+	}
+	intents := runIntents(t, h, s.addr, "/payouts", "fo-redis-", n, body, trigger)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ss.WaitFailover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var changed int
+	for _, in := range intents {
+		if !in.acked {
+			t.Fatalf("%s never acknowledged after %d attempts", in.key, in.attempts)
+		}
+		o := send(http.DefaultClient, h, 0, s.addr, "/payouts", in.key, body(0))
+		if o.Status != 201 {
+			t.Errorf("%s: the retry after the failover got %d", in.key, o.Status)
+		}
+		if o.ID != in.id {
+			changed++
+		}
+		if k := prov.Effects(anonymousChargeKey(in.key)); k != 1 {
+			t.Errorf("%s: %d charges at the provider under its derived key, want 1", in.key, k)
+		}
+	}
+	l := s.payoutList(t)
+	var completed int
+	for _, p := range l {
+		if p.State == "completed" {
+			completed++
+		}
+	}
+	t.Logf("Redis Sentinel: %d payouts, %d requests; %d acknowledged payouts answered with another payout id after the failover; provider: %d charges; ledger: %d payouts, %d completed; balance %d",
+		n, len(h.ops), changed, len(prov.Charges()), len(l), completed, s.balance(t, "alice"))
+	if len(prov.Charges()) != n || len(l) != n || completed != n || changed != 0 {
+		t.Fatalf("%d charges, %d payouts (%d completed), %d changed ids; want %d, %d (%d), 0", len(prov.Charges()), len(l), completed, changed, n, n, n)
+	}
+	if got := s.balance(t, "alice"); got != balance-int64(n) {
+		t.Fatalf("alice's balance %d, want %d (one debit per payout)", got, balance-n)
+	}
+	h.check(t, 0)
 }

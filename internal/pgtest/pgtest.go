@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -74,14 +75,28 @@ func SchemaName(t testing.TB) string {
 // it at clean-up, and returns its name and a DSN whose connections have it
 // as their search_path. Clean-ups registered later run first, so a pool
 // opened on the DSN and closed at clean-up is gone before the drop.
+//
+// With IDEM_PG_BOUNCER set (BouncerEnv), the DSN reaches the server
+// through a private PgBouncer in that pool mode (BouncerSchema).
 func Schema(t testing.TB) (schema, dsn string) {
 	t.Helper()
-	base := Require(t)
-	schema = SchemaName(t)
-	dsn, err := withSettings(base, "search_path", schema)
+	if mode := os.Getenv(BouncerEnv); mode != "" {
+		return BouncerSchema(t, mode)
+	}
+	schema = createSchema(t)
+	dsn, err := withSettings(DSN(), "search_path", schema)
 	if err != nil {
 		t.Fatalf("IDEM_PG_DSN: %v", err)
 	}
+	return schema, dsn
+}
+
+// createSchema calls Require and creates a fresh schema, dropped with
+// everything in it at clean-up.
+func createSchema(t testing.TB) string {
+	t.Helper()
+	base := Require(t)
+	schema := SchemaName(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, base)
@@ -92,7 +107,7 @@ func Schema(t testing.TB) (schema, dsn string) {
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
-	return schema, dsn
+	return schema
 }
 
 // SchemaExists reports whether the server at DSN() has a schema of that

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -282,11 +284,22 @@ func percentile(ds []time.Duration, p int) time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// BenchmarkSweep deletes sweepRows expired records with the Sweeper
-// (batches of 1000) while 8 workers run idempotent transfers, and reports
-// the sweep's rows/s and the transfers' ops/s during the sweep.
+// BenchmarkSweep deletes expired records with the Sweeper (batches of
+// 1000) while 8 workers run idempotent transfers, and reports the sweep's
+// rows/s, the transfers' ops/s during the sweep, and the p99 of the
+// transfers during the sweep beside their p99 over as long a period just
+// before it, without it (p99-ratio: during ÷ without). The records are
+// 100 000 per iteration, or IDEM_BENCH_SWEEP_ROWS (docs/BENCHMARKS.md, "A
+// day of keys").
 func BenchmarkSweep(b *testing.B, d Driver) {
-	const sweepRows = 100_000
+	sweepRows := 100_000
+	if v := os.Getenv("IDEM_BENCH_SWEEP_ROWS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			b.Fatalf("IDEM_BENCH_SWEEP_ROWS=%q: want a positive number", v)
+		}
+		sweepRows = n
+	}
 	e := benchSetup(b, d, Config{})
 	ctx := context.Background()
 	now := time.Now()
@@ -296,56 +309,85 @@ func BenchmarkSweep(b *testing.B, d Driver) {
 	}
 	var swept, hot int
 	var sweepTime time.Duration
-	b.ResetTimer()
-	for range b.N {
-		b.StopTimer()
-		if err := e.DB.Exec(ctx, `INSERT INTO idem_records (scope, key, fingerprint, state, status, body, created_at, expires_at)
-SELECT 'old', 'k' || g, 'fp', 'completed', 200, '\x7b7d', $1::timestamptz - interval '2 days', $1::timestamptz - interval '1 day' + g * interval '1 ms'
-FROM generate_series(1, $2::int) g`, now, sweepRows); err != nil {
-			b.Fatal(err)
-		}
-		if err := e.DB.Exec(ctx, `VACUUM ANALYZE idem_records`); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		done := make(chan struct{})
-		var ops atomic.Int64
+	var base, during []time.Duration
+	// load runs the 8 workers until stop is closed and returns their
+	// transfers' latencies.
+	load := func(stop <-chan struct{}) []time.Duration {
+		var mu sync.Mutex
+		var lat []time.Duration
 		var wg sync.WaitGroup
 		for w := range 8 {
 			wg.Go(func() {
 				rng := rand.New(rand.NewPCG(uint64(w), 9))
 				for n := 0; ; n++ {
 					select {
-					case <-done:
+					case <-stop:
 						return
 					default:
 					}
+					t := time.Now()
 					if _, err := e.idemTransfer(ctx, fmt.Sprint(e.run, "-hot-", w, "-", n, "-", time.Now().UnixNano()), rng); err != nil {
 						b.Error(err)
 						return
 					}
-					ops.Add(1)
+					d := time.Since(t)
+					mu.Lock()
+					lat = append(lat, d)
+					mu.Unlock()
 				}
 			})
 		}
+		<-stop
+		wg.Wait()
+		return lat
+	}
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		for lo := 1; lo <= sweepRows; lo += 1_000_000 {
+			hi := min(sweepRows, lo+1_000_000-1)
+			if err := e.DB.Exec(ctx, `INSERT INTO idem_records (scope, key, fingerprint, state, status, body, created_at, expires_at)
+SELECT 'old', 'k' || g, 'fp', 'completed', 200, '\x7b7d', $1::timestamptz - interval '2 days', $1::timestamptz - interval '1 day' + g * interval '1 ms'
+FROM generate_series($2::int, $3::int) g`, now, lo, hi); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := e.DB.Exec(ctx, `VACUUM ANALYZE idem_records`); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		// The same load, first without the sweep, for as long as the
+		// last sweep took (or 3 s), then with it.
+		period := max(3*time.Second, sweepTime/time.Duration(max(1, swept/sweepRows)))
+		stop := make(chan struct{})
+		time.AfterFunc(period, func() { close(stop) })
+		base = append(base, load(stop)...)
+		stop = make(chan struct{})
+		lat := make(chan []time.Duration, 1)
+		go func() { lat <- load(stop) }()
 		t := time.Now()
 		n, err := sw.Sweep(ctx)
 		d := time.Since(t)
-		close(done)
-		wg.Wait()
+		close(stop)
+		l := <-lat
 		if err != nil {
 			b.Fatal(err)
 		}
 		if n < sweepRows {
 			b.Fatalf("swept %d, want ≥ %d", n, sweepRows)
 		}
+		during = append(during, l...)
 		swept += n
-		hot += int(ops.Load())
+		hot += len(l)
 		sweepTime += d
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(swept)/sweepTime.Seconds(), "swept-rows/s")
 	b.ReportMetric(float64(hot)/sweepTime.Seconds(), "hot-ops/s")
+	bp99, dp99 := percentile(base, 99), percentile(during, 99)
+	b.ReportMetric(ms(bp99), "p99-without-ms")
+	b.ReportMetric(ms(dp99), "p99-sweep-ms")
+	b.ReportMetric(ms(dp99)/ms(bp99), "p99-ratio")
 }
 
 // BenchmarkTransferRatio runs the transfer with and without idem on the same

@@ -3,6 +3,8 @@ package pgstoretest
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"strings"
 	"sync"
 	"testing"
 
@@ -31,6 +33,30 @@ ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, state
 // tables live there, and the connections' search_path names it.
 func Conformance(t *testing.T, d Driver, cfg Config) {
 	pgtest.Require(t)
+	conformance(t, d, cfg, func(t testing.TB) string { return pgtest.SchemaName(t) },
+		func(location string) (Conn, string) { return Conn{SearchPath: location}, location })
+}
+
+// ConformanceThroughBouncer runs the suite as Conformance does, through a
+// private PgBouncer in pool mode mode (pgtest.BouncerSchema) whose
+// database of the case's schema has it as search_path. The DSN asks for
+// pgx.QueryExecModeExec: a pool built by the driver is the user's, and
+// New refuses one that caches prepared statements behind a pooler.
+func ConformanceThroughBouncer(t *testing.T, d Driver, cfg Config, mode string) {
+	pgtest.Require(t)
+	conformance(t, d, cfg, func(t testing.TB) string {
+		_, dsn := pgtest.BouncerSchema(t, mode)
+		return dsn + "&default_query_exec_mode=exec"
+	}, func(location string) (Conn, string) {
+		u, err := url.Parse(location)
+		if err != nil {
+			panic(err)
+		}
+		return Conn{DSN: location}, strings.TrimPrefix(u.Path, "/")
+	})
+}
+
+func conformance(t *testing.T, d Driver, cfg Config, newLocation func(testing.TB) string, conn func(location string) (Conn, string)) {
 	var envs sync.Map // idem.Store → *Env
 	envOf := func(s idem.Store) (*Env, error) {
 		if e, ok := envs.Load(s); ok {
@@ -46,16 +72,17 @@ func Conformance(t *testing.T, d Driver, cfg Config) {
 		return q.Exec(ctx, sql, args...)
 	}
 	storetest.Run(t, storetest.Harness{
-		NewLocation: func(t testing.TB) string { return pgtest.SchemaName(t) },
+		NewLocation: newLocation,
 		Persistent:  true,
 		Open: func(ctx context.Context, location string) (idem.Store, error) {
 			c := cfg
-			c.Schema = location
-			e, err := d.Open(ctx, t, Conn{SearchPath: location}, c)
+			cn, schema := conn(location)
+			c.Schema = schema
+			e, err := d.Open(ctx, t, cn, c)
 			if err != nil {
 				return nil, err
 			}
-			if err := e.DB.Exec(ctx, fmt.Sprintf(conformanceTables, pgschema.Quote(location))); err != nil {
+			if err := e.DB.Exec(ctx, fmt.Sprintf(conformanceTables, pgschema.Quote(schema))); err != nil {
 				e.Close()
 				return nil, err
 			}

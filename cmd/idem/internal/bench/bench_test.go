@@ -217,6 +217,7 @@ func TestConfigValidate(t *testing.T) {
 		{"ZeroConcurrency", Config{Concurrency: []int{1, 0}}},
 		{"NegativeStorms", Config{Storms: -1}},
 		{"StormOfOne", Config{StormSize: 1}},
+		{"NegativeLiveRecords", Config{LiveRecords: -1}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := Run(t.Context(), &tt.cfg); err == nil {

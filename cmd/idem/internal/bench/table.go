@@ -142,8 +142,19 @@ func fmtMs(v float64) string {
 func WriteSummary(w io.Writer, reps []*Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "scenario\tclients\tbar")
+	anyLive := false
 	for _, rep := range reps {
-		fmt.Fprintf(tw, "\t%s", rep.Backend)
+		anyLive = anyLive || rep.Records != nil
+	}
+	for _, rep := range reps {
+		switch {
+		case rep.Records != nil:
+			fmt.Fprintf(tw, "\t%s, %d live", rep.Backend, rep.Records.Live)
+		case anyLive:
+			fmt.Fprintf(tw, "\t%s, 0 live", rep.Backend)
+		default:
+			fmt.Fprintf(tw, "\t%s", rep.Backend)
+		}
 	}
 	fmt.Fprintln(tw)
 	cell := func(ratio float64, b Bar, unit string) string {
