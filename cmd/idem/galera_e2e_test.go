@@ -66,9 +66,10 @@ func galeraPost(client *http.Client, s *server, key, body string) galeraAnswer {
 
 // galeraStorm sends 100 concurrent requests per key, spread over the three
 // nodes and released together, for 20 keys: one execution per key, every
-// other answer a 409 or that execution replayed, never a 5xx. Two nodes
-// may both run a key's transaction; certification at commit lets one
-// commit, and the other's answer must be a refusal, not an error.
+// other answer a 409, that execution replayed, or a 503 with Retry-After
+// for a transaction the cluster aborted (rolled back, nothing applied);
+// never a 500. Two nodes may both run a key's transaction; certification
+// lets one commit, and the other's answer must be a refusal, not an error.
 func galeraStorm(t *testing.T, servers []*server) {
 	const (
 		keys   = 20
@@ -80,7 +81,7 @@ func galeraStorm(t *testing.T, servers []*server) {
 	before := servers[0].transferCount(t)
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	executedOn := map[int]int{}
-	conflicts := 0
+	conflicts, aborted := 0, 0
 	for k := range keys {
 		key := "galera-storm-" + run + "-" + strconv.Itoa(k)
 		answers := make([]galeraAnswer, perKey)
@@ -117,6 +118,11 @@ func galeraStorm(t *testing.T, servers []*server) {
 			case a.status == http.StatusCreated && !a.replayed:
 			case a.status == http.StatusConflict:
 				conflicts++
+			case a.status == http.StatusServiceUnavailable && strings.Contains(a.body, "not applied"):
+				// The effect's transaction was aborted by the cluster for
+				// a transaction another node committed (a brute-force
+				// abort): rolled back, unrecorded, to be retried.
+				aborted++
 			case a.status == http.StatusCreated && a.replayed && a.body == executed[0].body:
 			default:
 				t.Errorf("key %d, node %d: %d replayed=%v %s; want 409 or the execution's answer replayed", k, a.server, a.status, a.replayed, a.body)
@@ -133,16 +139,22 @@ func galeraStorm(t *testing.T, servers []*server) {
 	if got := servers[2].transferCount(t) - before; got != keys {
 		t.Errorf("transfers in the ledger: %d new, want one per key (%d)", got, keys)
 	}
-	t.Logf("executions per node: %v; 409 answers: %d", executedOn, conflicts)
+	t.Logf("executions per node: %v; 409 answers: %d; 503 (aborted by the cluster, rolled back): %d", executedOn, conflicts, aborted)
+	if t.Failed() {
+		for i, s := range servers {
+			t.Logf("node %d's idem serve logged:\n%s", i, lastLines(s.stderr.String(), 20))
+		}
+	}
 }
 
-// retryUntilSettled posts until the answer is not 409: a node that has not
-// yet applied the winning node's commit answers 409 for a moment.
+// retryUntilSettled posts until the answer is neither 409 nor 503: a node
+// that has not yet applied the winning node's commit answers 409 for a
+// moment.
 func retryUntilSettled(client *http.Client, s *server, key, body string) galeraAnswer {
 	var a galeraAnswer
 	for range 100 {
 		a = galeraPost(client, s, key, body)
-		if a.err == nil && a.status != http.StatusConflict {
+		if a.err == nil && a.status != http.StatusConflict && a.status != http.StatusServiceUnavailable {
 			return a
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -279,4 +291,13 @@ func galeraNodeKilled(t *testing.T, c *galeratest.Cluster, servers []*server) {
 		attempts += o.attempts
 	}
 	t.Logf("%d intents, %d attempts in all, node 1 killed and rejoined", intents, attempts)
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

@@ -262,11 +262,6 @@ func (s *Service) work(r *http.Request) (context.Context, context.CancelFunc) {
 // and a retry is safe: 503 with Retry-After, which clients retry, rather
 // than a 500, which they must not.
 func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
-	if lostToConcurrent(err) {
-		s.cfg.Logger.WarnContext(r.Context(), "transfers: request lost to a concurrent transaction", "method", r.Method, "path", r.URL.Path, "err", err)
-		conflicted(w)
-		return
-	}
 	s.cfg.Logger.ErrorContext(r.Context(), "transfers: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	w.Header().Set("Retry-After", "1")
 	problem(w, http.StatusServiceUnavailable, "unavailable", "Service unavailable", "the request was not applied; retry it (with the same Idempotency-Key)")
