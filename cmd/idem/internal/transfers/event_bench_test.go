@@ -29,7 +29,7 @@ func benchPostgres(b *testing.B) (*pgstore.Store, *Database, *inbox.Inbox) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(store.Close)
+	b.Cleanup(func() { store.Close() })
 	db := Postgres(store)
 	if err := db.migrate(ctx); err != nil {
 		b.Fatal(err)
