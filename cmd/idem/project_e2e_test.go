@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -45,7 +45,7 @@ const projectionIntents = 150
 
 func runProjectionE2E(t *testing.T, broker, db string) {
 	var b [5]byte
-	_, _ = rand.Read(b[:])
+	_, _ = crand.Read(b[:])
 	events := "e2e_" + hex.EncodeToString(b[:])
 	n := eventsNamed(events)
 	var url string
