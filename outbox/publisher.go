@@ -36,3 +36,14 @@ func Refused(err error) error {
 	}
 	return fmt.Errorf("%w: %w", ErrRefused, err)
 }
+
+// Sequential returns p without its PublishBatch, if it has one: the relay
+// then publishes one message at a time, each confirmed before the next is
+// sent, so that a failed message is never overtaken on the broker by a
+// later message of its partition key (docs/OUTBOX.md, Order). It costs
+// the publish rate.
+func Sequential(p Publisher) Publisher { return sequential{p} }
+
+type sequential struct{ p Publisher }
+
+func (s sequential) Publish(ctx context.Context, e Envelope) error { return s.p.Publish(ctx, e) }

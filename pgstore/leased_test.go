@@ -708,7 +708,8 @@ func TestLeasedMigratesAVersion3Table(t *testing.T) {
 	}
 	for _, sql := range []string{
 		`ALTER TABLE idem_records DROP COLUMN ttl_us`,
-		`DELETE FROM idem_records_migrations WHERE version = 4`,
+		`DROP TABLE idem_records_outbox`,
+		`DELETE FROM idem_records_migrations WHERE version >= 4`,
 		`INSERT INTO idem_records (scope, key, fingerprint, state, status, headers, body, created_at, expires_at,
 			token, lease_until, kind, input, attempts, last_error)
 		VALUES ('s', 'old', 'fp', 'pending', 0, NULL, '', '2026-01-02T03:04:05Z', '2200-01-01T00:00:00Z',

@@ -101,6 +101,10 @@ func (o *Outbox) Claim(ctx context.Context, n int) (outbox.Claim, error) {
 	if err != nil {
 		return nil, unavailable("outbox claim", err)
 	}
+	if _, err := tx.Exec(ctx, o.sql.Relaxed); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, unavailable("outbox claim", err)
+	}
 	rows, err := tx.Query(ctx, o.sql.Claim, o.store.names.OutboxLockNS, n)
 	if err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))

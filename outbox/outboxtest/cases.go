@@ -544,7 +544,7 @@ func concurrentRelaysNeverPublishAMessageTwiceAtOnce(t testing.TB, h *Harness) {
 	src2 := h.OpenSource(t, s)
 	g := newGuard(t, s, nil)
 	order := map[string]int{}
-	const n = 200
+	const n = 100
 	for i := range n {
 		key := fmt.Sprint("k", i)
 		if err := stage(t, g, key, nil, outbox.Message{Name: "m", PartitionKey: fmt.Sprint("p", i%5)}); err != nil {
@@ -552,7 +552,9 @@ func concurrentRelaysNeverPublishAMessageTwiceAtOnce(t testing.TB, h *Harness) {
 		}
 		order[outbox.ID(idem.StoredScope(scope), key, "m")] = i
 	}
-	b := &Broker{During: func(outbox.Envelope) { time.Sleep(100 * time.Microsecond) }}
+	// Publishes take uneven times, so that a relay that took a later
+	// message of a partition key would confirm it first.
+	b := &Broker{During: func(e outbox.Envelope) { time.Sleep(time.Duration(order[e.ID]%7) * 300 * time.Microsecond) }}
 	ctx, cancel := context.WithCancel(ctxT(t))
 	var wg sync.WaitGroup
 	for _, src := range []outbox.Source{src, src, src2, src2} {

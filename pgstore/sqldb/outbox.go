@@ -78,6 +78,9 @@ func (o *Outbox) Claim(ctx context.Context, n int) (outbox.Claim, error) {
 		_ = tx.Rollback()
 		return nil, unavailable("outbox claim", err)
 	}
+	if _, err := tx.ExecContext(ctx, o.sql.Relaxed); err != nil {
+		return fail(err)
+	}
 	rows, err := tx.QueryContext(ctx, o.sql.Claim, o.store.names.OutboxLockNS, n)
 	if err != nil {
 		return fail(err)

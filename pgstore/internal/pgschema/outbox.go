@@ -46,6 +46,12 @@ type OutboxStatements struct {
 	Notify string
 	// Listen subscribes a connection to the channel.
 	Listen string
+	// Relaxed is the claim transaction's first statement: its commit (the
+	// marks) does not wait for the WAL flush. A mark lost to a server crash
+	// only makes the relay publish the message again, with the same id,
+	// which at-least-once allows; the staging transactions are not
+	// affected.
+	Relaxed string
 	// Claim locks up to $2 pending messages in staging order, skipping
 	// those another claim holds and every message of a partition key
 	// another claim holds ($1 is Names.OutboxLockNS): the partition's
@@ -76,8 +82,9 @@ func NewOutboxStatements(n Names) OutboxStatements {
 	return OutboxStatements{
 		Insert: `INSERT INTO ` + o + ` (id, scope, key, name, subject, body, headers, partition_key)
 VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8) ON CONFLICT (id) DO NOTHING`,
-		Notify: `SELECT pg_notify($1, '')`,
-		Listen: `LISTEN ` + Quote(n.OutboxChannel),
+		Notify:  `SELECT pg_notify($1, '')`,
+		Relaxed: `SET LOCAL synchronous_commit TO off`,
+		Listen:  `LISTEN ` + Quote(n.OutboxChannel),
 		Claim: `SELECT seq, id, subject, body, headers::text, partition_key, attempts FROM ` + o + `
 WHERE sent_at IS NULL AND parked_at IS NULL
   AND (partition_key = '' OR pg_try_advisory_xact_lock($1::int4, hashtext(partition_key)))

@@ -44,7 +44,9 @@ func TestNewNamesQuotes(t *testing.T) {
 	t.Parallel()
 	n := NewNames(`s"x`, "t")
 	want := Names{Schema: `"s""x"`, Table: `"s""x"."t"`, Migrations: `"s""x"."t_migrations"`, PKey: `"t_pkey"`, ExpiresIdx: `"t_expires_at_idx"`,
-		PendingIdx: `"t_pending_idx"`, Steps: `"s""x"."t_steps"`, StepsPKey: `"t_steps_pkey"`, BeginFunc: `"s""x"."t_begin"`}
+		PendingIdx: `"t_pending_idx"`, Steps: `"s""x"."t_steps"`, StepsPKey: `"t_steps_pkey"`, BeginFunc: `"s""x"."t_begin"`,
+		Outbox: `"s""x"."t_outbox"`, OutboxID: `"t_outbox_id"`, OutboxPending: `"t_outbox_pend"`, OutboxSent: `"t_outbox_sent"`,
+		OutboxChannel: `s"x.t_outbox`, OutboxLockNS: outboxLockNS(`s"x`, "t")}
 	if n != want {
 		t.Errorf("NewNames = %+v, want %+v", n, want)
 	}
