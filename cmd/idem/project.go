@@ -134,9 +134,13 @@ func (c *projectCommand) run(ctx context.Context, o *projectOptions) error {
 		return fmt.Errorf("project: -consume %s: %w", redactURL(o.consume), err)
 	}
 	consumeCtx, stopConsuming := context.WithCancel(ctx)
-	defer stopConsuming()
 	cons := startConsumer(consumeCtx, run, log)
-	defer cons.wait(10*time.Second, log)
+	// However run returns, the consumer is stopped, and waited for,
+	// before the store closes (deferred above).
+	defer func() {
+		stopConsuming()
+		cons.wait(10*time.Second, log)
+	}()
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {

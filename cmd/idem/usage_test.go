@@ -38,6 +38,10 @@ func parseCommandLine(t *testing.T, args []string) (commandOptions, error) {
 		o, synopsis, sx = new(importOptions), importSynopsis, flagsAnywhere
 	case "check":
 		o, synopsis, sx = new(checkOptions), checkSynopsis, flagsAnywhere
+	case "relay":
+		o, synopsis = new(relayOptions), relaySynopsis
+	case "project":
+		o, synopsis = new(projectOptions), projectSynopsis
 	default:
 		t.Fatalf("no command %q", name)
 	}
@@ -168,6 +172,20 @@ func TestUsageErrorTable(t *testing.T) {
 		{[]string{"import", csv, "-nope"}, "import: flag provided but not defined: -nope"},
 		{[]string{"import", "-db", rdb, csv}, "import applies transfers to the ledger"},
 
+		// serve -publish, relay, project
+		{[]string{"serve", "-events", "x"}, "serve: -events applies only with -publish"},
+		{[]string{"serve", "-publish", "nats://127.0.0.1:4222", "-idempotency", "off"}, "serve: -publish needs -idempotency on"},
+		{[]string{"serve", "-publish", "kafka://127.0.0.1:1"}, `serve: -publish: unknown scheme "kafka"`},
+		{[]string{"serve", "-publish", "nats://127.0.0.1:4222", "-events", "a.b"}, "serve: -events must be 1 to 64 ASCII letters"},
+		{[]string{"relay"}, "relay: -publish URL is required"},
+		{[]string{"relay", "-publish", "nowhere"}, "relay: -publish must be a broker URL"},
+		{[]string{"relay", "-publish", "nats://127.0.0.1:4222", "-db", "redis://127.0.0.1:6379/0"}, "relay: -db must be the SQL database"},
+		{[]string{"project"}, "project: -consume URL is required"},
+		{[]string{"project", "-consume", "ftp://x"}, `project: -consume: unknown scheme "ftp"`},
+		{[]string{"project", "-consume", "nats://127.0.0.1:4222", "-consume-ttl", "0s"}, "project: -consume-ttl must be positive"},
+		{[]string{"project", "-consume", "nats://127.0.0.1:4222", "-events", ""}, "project: -events must be 1 to 64"},
+		{[]string{"project", "-consume", "nats://127.0.0.1:4222", "extra"}, `project: unexpected argument "extra"`},
+
 		// check
 		{[]string{"check"}, `check: want one URL, got 0 arguments (run "idem check -h")`},
 		{[]string{"check", u, u}, "check: want one URL, got 2 arguments"},
@@ -243,6 +261,9 @@ func TestValidCommandLines(t *testing.T) {
 		{"bench", "-db", "sqlite", "-db", "x.db", "-concurrency", "1, 2"},
 		{"import", csv, "--json", "-concurrency", "2"},
 		{"check", "-d", `{"a":1}`, "http://127.0.0.1:1/x", "--json"},
+		{"serve", "-publish", "amqp://guest:guest@127.0.0.1:5672/", "-events", "t_1"},
+		{"relay", "-publish", "nats://127.0.0.1:4222", "-db", "postgres://u@127.0.0.1:1/db"},
+		{"project", "-consume", "amqp://guest:guest@127.0.0.1:5672/", "-db", "p.db", "-addr", "127.0.0.1:0"},
 	} {
 		o, err := parseCommandLine(t, args)
 		if err == nil {

@@ -62,9 +62,10 @@ type Config struct {
 
 	// Events stages one transfer event (see Event) per applied transfer,
 	// whether made over HTTP, from a message or from an import row, with
-	// outbox.Stage in the transaction that applies it; it needs Guard
-	// and a store with an outbox. A relay publishes them. Defaults to
-	// false.
+	// outbox.Stage in the transaction that applies it, which must be
+	// one recording a key (Guard's, an inbox's, a batch row's) on a store
+	// with an outbox: a transfer outside one fails. A relay publishes
+	// them. Defaults to false.
 	Events bool
 
 	// Leased serves POST /payouts in leased mode (see docs/PAYOUTS.md);
@@ -148,8 +149,6 @@ func (c *Config) withDefaults() (Config, error) {
 		return out, err
 	}
 	switch {
-	case out.Events && out.Guard == nil:
-		return out, errors.New("transfers: Config.Events needs Config.Guard: events are staged in the key's transaction")
 	case out.Leased != nil && out.Guard == nil:
 		return out, errors.New("transfers: Config.Leased needs Config.Guard")
 	case (out.Leased != nil) != (out.Provider != ""):
