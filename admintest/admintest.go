@@ -187,8 +187,7 @@ func listFilters(t *testing.T, e *env) {
 	e.stale("b", "pay-2")
 	// Everything above as of e.now; the expired one was written with an
 	// expiry before old, so it is expired now too.
-	var every []*idem.Record
-	every = e.all(idem.ListParams{})
+	every := e.all(idem.ListParams{})
 	if len(every) != 5 {
 		t.Fatalf("List with no filter: %d records, want 5", len(every))
 	}
