@@ -19,6 +19,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/cmd/idem/internal/demo"
+	"github.com/idemkit/idem/internal/history"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/sqlitestore"
@@ -79,6 +80,11 @@ func TestDemo(t *testing.T) {
 				}
 				switch r.Mode {
 				case demo.ModeIdem:
+					// Every attempt the clients made, checked as a
+					// history of keys (internal/history).
+					if res := history.Require(t, r.History); res.Ops == 0 {
+						t.Errorf("idem: no attempt recorded in the history")
+					}
 					if r.Duplicated != 0 || r.Lost != 0 || r.Applied != r.Intents || !r.Correct {
 						t.Errorf("idem: %+v; want every intent applied exactly once", r)
 					}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/internal/history"
 	"github.com/idemkit/idem/internal/pgtest"
 )
 
@@ -32,7 +33,11 @@ func TestTwoServeProcessesOneStorm(t *testing.T) {
 		amount  = 3
 		timeout = 60 * time.Second
 	)
-	client := &http.Client{Timeout: timeout, Transport: &http.Transport{MaxIdleConnsPerHost: perKey}}
+	// Every attempt is recorded and checked as a history of keys at the
+	// end (internal/history).
+	hist := new(history.Recorder)
+	defer history.Require(t, hist)
+	client := &http.Client{Timeout: timeout, Transport: hist.Transport(0, &http.Transport{MaxIdleConnsPerHost: perKey})}
 	defer client.CloseIdleConnections()
 	type answer struct {
 		server   int

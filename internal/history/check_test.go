@@ -42,7 +42,8 @@ func TestCheck(t *testing.T) {
 		{"replay that differs", []Op{at("a", 0, 10, first), at("a", 20, 30, other), at("b", 0, 10, first)}, []string{"a"}},
 		{"409 without overlap", []Op{at("a", 0, 10, first), at("a", 20, 30, refused)}, []string{"a"}},
 		{"409 overlapping only another 409", []Op{at("a", 0, 10, first), at("a", 20, 30, refused), at("a", 25, 35, refused)}, []string{"a"}},
-		{"replay of nothing", []Op{at("a", 0, 10, replay)}, []string{"a"}},
+		{"replay of an unseen execution", []Op{at("a", 0, 10, replay), at("a", 20, 30, replay)}, nil},
+		{"first execution after a replay", []Op{at("a", 0, 10, replay), at("a", 20, 30, first)}, []string{"a"}},
 		{"two concurrent first executions", []Op{at("a", 0, 100, first), at("a", 10, 90, second), at("b", 0, 10, first)}, []string{"a"}},
 		{"two replays of different results after a lost answer", []Op{at("a", 0, 10, lostConn), at("a", 20, 30, replay), at("a", 40, 50, other)}, []string{"a"}},
 	} {

@@ -12,7 +12,9 @@
 //   - an attempt whose outcome the client never learnt (a timeout, a reset,
 //     a killed server, a 5xx) may or may not have taken effect: it may be
 //     linearized at any point after its start, and the later answers decide
-//     which.
+//     which. A replay needs no execution the history shows: net/http
+//     retries a request with an Idempotency-Key by itself, within one
+//     round trip, when the connection broke after the server ran it.
 //
 // The history is partitioned by key. On a violation, [Require] fails the
 // test and writes porcupine's HTML visualization of the history to a file

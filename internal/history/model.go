@@ -44,9 +44,11 @@ func step(s state, in input, a Answer) (bool, state) {
 		// or a replay that differs is a violation.
 		return a.Replayed && r == s.Result, s
 	}
-	if a.Replayed && !s.Maybe {
-		return false, s // a replay of an execution nobody made
-	}
+	// A replay while no result is known is legal: the execution it
+	// replays may be an attempt the client never saw, such as the one
+	// net/http's transport retries by itself within a single round trip
+	// of a request with an Idempotency-Key (its connection broke after
+	// the server had run it).
 	return true, state{Result: r}
 }
 

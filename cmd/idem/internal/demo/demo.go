@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/idemclient"
+	"github.com/idemkit/idem/internal/history"
 )
 
 // Mode is how the clients and the server handle retries.
@@ -150,6 +151,9 @@ type Report struct {
 	Seconds    float64          `json:"seconds"`
 	// Timeline is what the network saw of the run, for WriteHTML.
 	Timeline *Timeline `json:"-"`
+	// History is every keyed attempt as the clients saw it, for a
+	// linearizability check (internal/history).
+	History *history.Recorder `json:"-"`
 }
 
 // Run runs the scenario once per mode and returns one report per mode.
@@ -241,7 +245,8 @@ func runMode(ctx context.Context, c *Config, m Mode, db string) (Report, error) 
 	base := "http://" + pln.Addr().String()
 
 	var attempts atomic.Int64
-	transport := &countingTransport{next: &http.Transport{MaxIdleConnsPerHost: 64, DisableKeepAlives: false}, count: &attempts, mode: m}
+	hist := new(history.Recorder)
+	transport := &countingTransport{next: hist.Transport(0, &http.Transport{MaxIdleConnsPerHost: 64, DisableKeepAlives: false}), count: &attempts, mode: m}
 	client, err := idemclient.New(&idemclient.Config{
 		HTTPClient:     &http.Client{Transport: transport},
 		AttemptTimeout: c.AttemptTimeout,
@@ -343,7 +348,7 @@ func runMode(ctx context.Context, c *Config, m Mode, db string) (Report, error) 
 		return Report{}, err
 	}
 	tl.finish(applied)
-	r.Mode, r.Attempts, r.Kills, r.Faults, r.Timeline = m, attempts.Load(), killed, px.faults(), tl
+	r.Mode, r.Attempts, r.Kills, r.Faults, r.Timeline, r.History = m, attempts.Load(), killed, px.faults(), tl, hist
 	r.Seconds = time.Since(start).Seconds()
 	fmt.Fprintf(c.Progress, "  [%s] done: %d intents, %d attempts, %d applied, %d duplicated, %d lost (%d intents gave up)\n",
 		m, r.Intents, r.Attempts, r.Applied, r.Duplicated, r.Lost, failed.Load())
