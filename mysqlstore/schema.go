@@ -151,6 +151,8 @@ var migrations = []migration{
 	}},
 	// 2: the outbox (outbox.go).
 	{version: 2, sql: outboxMigration},
+	// 3: the audit log of idem.Admin (admin.go).
+	{version: 3, sql: auditMigration},
 }
 
 // latestVersion is the version of the last migration.
