@@ -4,3 +4,6 @@ package mysqlstore
 // goroutine that runs it: a hook that blocks is a COMMIT that hangs, one
 // that fails a COMMIT that fails.
 func SetCommitHook(s *Store, hook func() error) { s.commitHook = hook }
+
+// LatestVersion is the version of the last migration.
+func LatestVersion() int { return latestVersion() }

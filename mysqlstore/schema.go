@@ -15,6 +15,8 @@ type names struct {
 	table      string // `d`.`t`
 	steps      string // `d`.`t_steps`
 	migrations string // `d`.`t_migrations`
+	outbox     string // `d`.`t_outbox` (migration 2, outbox.go)
+	audit      string // `d`.`t_audit` (migration 3, admin.go)
 	bare       string // d.t, unquoted, for lock names and errors
 }
 
@@ -24,6 +26,8 @@ func newNames(database, table string) names {
 		table:      quote(database) + "." + quote(table),
 		steps:      quote(database) + "." + quote(table+"_steps"),
 		migrations: quote(database) + "." + quote(table+"_migrations"),
+		outbox:     quote(database) + "." + quote(table+"_outbox"),
+		audit:      quote(database) + "." + quote(table+"_audit"),
 		bare:       database + "." + table,
 	}
 }
@@ -145,4 +149,8 @@ var migrations = []migration{
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4`,
 		}
 	}},
+	// 2: the outbox (outbox.go).
+	{version: 2, sql: outboxMigration},
+	// 3: the audit log of idem.Admin (admin.go).
+	{version: 3, sql: auditMigration},
 }

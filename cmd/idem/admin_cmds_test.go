@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/mysqltest"
 	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/mysqlstore"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
 )
@@ -26,7 +28,7 @@ type operatorStore interface {
 }
 
 // operatorBackends are the -db of the operators' command tests, each with
-// its store opened: a SQLite file and a PostgreSQL schema.
+// its store opened: a SQLite file, a PostgreSQL schema and a MySQL database.
 func operatorBackends(t *testing.T) map[string]func(t *testing.T) (string, operatorStore) {
 	return map[string]func(t *testing.T) (string, operatorStore){
 		"sqlite": func(t *testing.T) (string, operatorStore) {
@@ -45,6 +47,14 @@ func operatorBackends(t *testing.T) map[string]func(t *testing.T) (string, opera
 				t.Fatal(err)
 			}
 			return dsn, s
+		},
+		"mysql": func(t *testing.T) (string, operatorStore) {
+			_, dsn := mysqltest.Database(t)
+			s, err := mysqlstore.Open(context.Background(), dsn, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return mysqltest.URL(t, dsn), s
 		},
 	}
 }
@@ -116,7 +126,7 @@ func keysOf(recs []recordJSON) string {
 }
 
 // TestOperatorCommands runs keys, pending, forget, resolve and keys --audit
-// on SQLite and PostgreSQL: listings filter and page, refusals change
+// on SQLite, PostgreSQL and MySQL: listings filter and page, refusals change
 // nothing and write no audit row, and every change writes one.
 func TestOperatorCommands(t *testing.T) {
 	t.Parallel()
@@ -236,9 +246,15 @@ func reopen(t *testing.T, backend, db string) (operatorStore, error) {
 		s   operatorStore
 		err error
 	)
-	if backend == "sqlite" {
+	switch backend {
+	case "sqlite":
 		s, err = sqlitestore.Open(context.Background(), db, &sqlitestore.Config{ReadOnly: true})
-	} else {
+	case "mysql":
+		var dsn string
+		if dsn, err = mysqlDSN(db); err == nil {
+			s, err = mysqlstore.Open(context.Background(), dsn, nil)
+		}
+	default:
 		s, err = pgstore.Open(context.Background(), db, nil)
 	}
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/mysqlstore"
 	"github.com/idemkit/idem/outbox"
 	"github.com/idemkit/idem/outbox/amqpoutbox"
 	"github.com/idemkit/idem/outbox/natsoutbox"
@@ -44,6 +45,9 @@ func outboxSource(store idem.Store) (outbox.Source, time.Duration, error) {
 	case *pgstore.Store:
 		return s.Outbox(), 0, nil
 	case *sqlitestore.Store:
+		return s.Outbox(), sqliteRelayPoll, nil
+	case *mysqlstore.Store:
+		// MySQL has no LISTEN/NOTIFY either: the relay polls.
 		return s.Outbox(), sqliteRelayPoll, nil
 	}
 	return nil, 0, fmt.Errorf("the store %T has no outbox", store)
