@@ -6,4 +6,4 @@ package mysqlstore
 func SetCommitHook(s *Store, hook func() error) { s.commitHook = hook }
 
 // LatestVersion is the version of the last migration.
-func LatestVersion() int { return latestVersion() }
+func LatestVersion() int { return migrations[len(migrations)-1].version }

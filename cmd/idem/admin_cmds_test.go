@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/cmd/idem/internal/mysqlurl"
 	"github.com/idemkit/idem/internal/mysqltest"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/mysqlstore"
@@ -251,7 +252,7 @@ func reopen(t *testing.T, backend, db string) (operatorStore, error) {
 		s, err = sqlitestore.Open(context.Background(), db, &sqlitestore.Config{ReadOnly: true})
 	case "mysql":
 		var dsn string
-		if dsn, err = mysqlDSN(db); err == nil {
+		if dsn, err = mysqlurl.DSN(db); err == nil {
 			s, err = mysqlstore.Open(context.Background(), dsn, nil)
 		}
 	default:
