@@ -180,6 +180,11 @@ func TestCheckOpenAPIServe(t *testing.T) {
 	if op := o.Operations[o.op(t, "PUT", "/accounts/{id}")]; op.Report != nil || !strings.Contains(op.NotAudited, "idempotent by its method") {
 		t.Errorf("PUT /accounts/{id}: not audited %q, want it not audited as idempotent by its method", op.NotAudited)
 	}
+	if op := o.Operations[o.op(t, "POST", "/webhooks/deposits")]; op.Report != nil || !strings.Contains(op.NotAudited, "no request example") {
+		// Signed deliveries cannot be audited with the key rules: the
+		// delivery id is the key, and only a signer can make one.
+		t.Errorf("POST /webhooks/deposits: not audited %q, want it not audited for want of an example", op.NotAudited)
+	}
 	if made := count("/transfers") + count("/payouts") - before; o.EffectsCaused != made {
 		t.Errorf("the report says %d effects caused, the ledger %d", o.EffectsCaused, made)
 	}
@@ -187,7 +192,7 @@ func TestCheckOpenAPIServe(t *testing.T) {
 	// The text report, as docs/CHECK.md shows it.
 	text, code := run(args...)
 	if code != 0 || !strings.Contains(text, "POST /transfers (createTransfer)  required  PASS") ||
-		!strings.Contains(text, "not audited:\n  PUT /accounts/{id} (putAccount): ") || !strings.Contains(text, "total: 2 audited, 1 not audited: ") {
+		!strings.Contains(text, "not audited:\n  PUT /accounts/{id} (putAccount): ") || !strings.Contains(text, "total: 2 audited, 2 not audited: ") {
 		t.Errorf("exit %d, text report:\n%s", code, text)
 	}
 	t.Logf("idem check --openapi docs/openapi.yaml --base http://%s -H 'Authorization: Bearer alice' --principal2 'Authorization: Bearer bob'\n%s", s.addr, text)

@@ -320,9 +320,10 @@ func TestBrokerRestartWhileStaging(t *testing.T) {
 		b, err := src.Backlog(t.Context())
 		return err == nil && b.Pending == 0
 	})
-	if r.Stats().Failures == 0 {
-		t.Error("the relay saw no failure while the broker was down")
-	}
+	// Whether the relay saw a failure depends on timing (the client
+	// buffers publishes while it reconnects); what must hold is that
+	// nothing was lost or published twice.
+	t.Logf("relay failures while the broker was down: %d", r.Stats().Failures)
 	checkStream(t, st, n)
 }
 
