@@ -1,0 +1,119 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/redistest"
+	"github.com/idemkit/idem/redisstore"
+)
+
+// adminStore opens a store of prefix on srv.
+func adminStore(t *testing.T, srv *redistest.Server, prefix string) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.Open(context.Background(), "redis://"+srv.Addr(), &redisstore.Config{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func claimN(t *testing.T, s *redisstore.Store, n int, now time.Time) {
+	t.Helper()
+	for i := range n {
+		c, err := s.Claim(context.Background(), &idem.ClaimParams{Scope: "s" + strconv.Itoa(i%3), Key: fmt.Sprintf("k%04d", i),
+			Fingerprint: "fp", TTL: time.Hour, Now: now, Lease: time.Minute})
+		if err != nil || !c.Claimed {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+	}
+}
+
+// listAll pages through p and counts each (scope, key).
+func listAll(t *testing.T, s *redisstore.Store, p idem.ListParams) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	for range 10000 {
+		page, err := s.List(context.Background(), &p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Records) > p.Limit {
+			t.Fatalf("a page of %d records, limit %d", len(page.Records), p.Limit)
+		}
+		for _, r := range page.Records {
+			got[r.Scope+"|"+r.Key]++
+		}
+		if page.Next == "" {
+			return got
+		}
+		p.Cursor = page.Next
+	}
+	t.Fatal("List never ended")
+	return nil
+}
+
+// TestAdminListPagesAcrossScanBatches lists more records than one SCAN
+// batch holds, in pages that end inside batches: every record once, none
+// of another prefix that begins with this one.
+func TestAdminListPagesAcrossScanBatches(t *testing.T) {
+	srv := redistest.StartServer(t, redistest.ServerOptions{})
+	s := adminStore(t, srv, "p")
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	const n = 700
+	claimN(t, s, n, now)
+	claimN(t, adminStore(t, srv, "p:x"), 3, now)
+	got := listAll(t, s, idem.ListParams{Limit: 7, Now: now})
+	if len(got) != n {
+		t.Errorf("listed %d records, want %d", len(got), n)
+	}
+	for k, c := range got {
+		if c != 1 {
+			t.Errorf("%s listed %d times", k, c)
+		}
+	}
+	if got := listAll(t, s, idem.ListParams{Scope: "s1", Prefix: "k00", Limit: 5, Now: now}); len(got) != 33 {
+		t.Errorf("scope s1, prefix k00: %d records, want 33", len(got))
+	}
+}
+
+// TestAdminListRepeatsRatherThanDrops resumes a page whose SCAN batch no
+// longer ends where it did (as after Redis rehashed its keyspace): the
+// batch is listed whole again, so the record of the first page comes
+// twice rather than another never.
+func TestAdminListRepeatsRatherThanDrops(t *testing.T) {
+	srv := redistest.StartServer(t, redistest.ServerOptions{})
+	s := adminStore(t, srv, "p")
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	claimN(t, s, 10, now)
+	first, err := s.List(context.Background(), &idem.ListParams{Limit: 1, Now: now})
+	if err != nil || len(first.Records) != 1 {
+		t.Fatalf("first page: %v, %v", first, err)
+	}
+	parts := strings.SplitN(first.Next, ".", 3)
+	if len(parts) != 3 {
+		t.Fatalf("cursor %q: want a page that ended inside its batch", first.Next)
+	}
+	end, _ := strconv.ParseUint(parts[1], 10, 64)
+	for _, tt := range []struct {
+		cursor string
+		want   int
+	}{
+		{first.Next, 0},
+		{parts[0] + "." + strconv.FormatUint(end+1, 10) + "." + parts[2], 1},
+	} {
+		got := listAll(t, s, idem.ListParams{Limit: 100, Now: now, Cursor: tt.cursor})
+		if r := first.Records[0]; got[r.Scope+"|"+r.Key] != tt.want || len(got) != 9+tt.want {
+			t.Errorf("from cursor %q: %d records, the first page's %d times; want it %d times", tt.cursor, len(got), got[r.Scope+"|"+r.Key], tt.want)
+		}
+	}
+	if _, err := s.List(context.Background(), &idem.ListParams{Limit: 1, Now: now, Cursor: "x"}); err == nil {
+		t.Error("a bad cursor: no error")
+	}
+}
