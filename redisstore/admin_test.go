@@ -117,3 +117,42 @@ func TestAdminListRepeatsRatherThanDrops(t *testing.T) {
 		t.Error("a bad cursor: no error")
 	}
 }
+
+// TestAdminChangesLeaveNoPendingMember forgets and resolves stale pending
+// records: their members leave the pending index (Abandoned would repair
+// them, but need not).
+func TestAdminChangesLeaveNoPendingMember(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.StartServer(t, redistest.ServerOptions{})
+	s := adminStore(t, srv, "p")
+	then := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	now := then.Add(time.Hour)
+	claimN(t, s, 2, then)
+	if _, err := s.Forget(ctx, &idem.ForgetParams{Scope: "s0", Key: "k0000", Force: true, Now: now,
+		Audit: idem.AuditEntry{At: now, Action: idem.AuditForget}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Resolve(ctx, &idem.ResolveParams{Scope: "s1", Key: "k0001", Result: idem.Result{Status: 200, Body: []byte{0xff, 0, 'x'}},
+		ExpiresAt: now.Add(time.Hour), Now: now, Audit: idem.AuditEntry{At: now, Action: idem.AuditResolve}}); err != nil {
+		t.Fatal(err)
+	}
+	members := 0
+	iter := srv.Client().Scan(ctx, 0, "{p:pending:*}", 100).Iterator()
+	for iter.Next(ctx) {
+		members += int(srv.Client().ZCard(ctx, iter.Val()).Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if members != 0 {
+		t.Errorf("%d members left in the pending index", members)
+	}
+	page, err := s.Audit(ctx, &idem.AuditParams{Limit: 10})
+	if err != nil || len(page.Entries) != 2 || page.Entries[0].Status != 200 || page.Entries[1].Before.Key != "k0000" {
+		t.Fatalf("audit = %+v, %v", page, err)
+	}
+	rec, err := s.Lookup(ctx, &idem.LookupParams{Scope: "s1", Key: "k0001"})
+	if err != nil || string(rec.Result.Body) != "\xff\x00x" {
+		t.Errorf("resolved record %+v, %v: want the body byte for byte", rec, err)
+	}
+}
