@@ -61,12 +61,14 @@ return {'ok', f, r['ie'], seq}
 
 // auditScript reads a page of the audit log, newest first. KEYS: the
 // audit counter and entries. ARGV: the cursor (the ID below which to
-// start; "0" for the newest), the limit. It answers a flat list of ID,
+// start; "0" for the newest, and never above the last ID, so that the
+// loop is bounded by the log), the limit. It answers a flat list of ID,
 // entry.
 var auditScript = redis.NewScript(`
-local top = tonumber(ARGV[1]) - 1
-if top < 0 then
-  top = tonumber(redis.call('GET', KEYS[1]) or '0')
+local top = tonumber(redis.call('GET', KEYS[1]) or '0')
+local c = tonumber(ARGV[1])
+if c > 0 and c - 1 < top then
+  top = c - 1
 end
 local out = {}
 local id = top

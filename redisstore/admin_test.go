@@ -156,3 +156,22 @@ func TestAdminChangesLeaveNoPendingMember(t *testing.T) {
 		t.Errorf("resolved record %+v, %v: want the body byte for byte", rec, err)
 	}
 }
+
+// TestAdminAuditCursorBeyondTheLog reads the audit log from a cursor
+// above its last ID: the newest entries, read without walking the IDs in
+// between (the script stops at the log's last ID).
+func TestAdminAuditCursorBeyondTheLog(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.StartServer(t, redistest.ServerOptions{})
+	s := adminStore(t, srv, "p")
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	claimN(t, s, 1, now.Add(-time.Hour))
+	if _, err := s.Forget(ctx, &idem.ForgetParams{Scope: "s0", Key: "k0000", Force: true, Now: now,
+		Audit: idem.AuditEntry{At: now, Action: idem.AuditForget}}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.Audit(ctx, &idem.AuditParams{Limit: 10, Cursor: 1 << 50})
+	if err != nil || len(page.Entries) != 1 || page.Entries[0].ID != 1 || page.Next != 0 {
+		t.Fatalf("audit from a cursor beyond the log = %+v, %v; want its one entry", page, err)
+	}
+}
