@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/redistest"
 	"github.com/idemkit/idem/redisstore"
@@ -173,5 +175,32 @@ func TestAdminAuditCursorBeyondTheLog(t *testing.T) {
 	page, err := s.Audit(ctx, &idem.AuditParams{Limit: 10, Cursor: 1 << 50})
 	if err != nil || len(page.Entries) != 1 || page.Entries[0].ID != 1 || page.Next != 0 {
 		t.Fatalf("audit from a cursor beyond the log = %+v, %v; want its one entry", page, err)
+	}
+}
+
+// TestAdminRefusesACluster: on a Redis Cluster client, the calls that
+// need the audit log's slot with a record's, or one keyspace to SCAN,
+// answer why not before they send anything.
+func TestAdminRefusesACluster(t *testing.T) {
+	ctx := context.Background()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	t.Cleanup(func() { c.Close() })
+	s, err := redisstore.New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for name, call := range map[string]func() error{
+		"List":   func() error { _, err := s.List(ctx, &idem.ListParams{Limit: 1, Now: now}); return err },
+		"Forget": func() error { _, err := s.Forget(ctx, &idem.ForgetParams{Scope: "s", Key: "k", Now: now}); return err },
+		"Resolve": func() error {
+			_, err := s.Resolve(ctx, &idem.ResolveParams{Scope: "s", Key: "k", Now: now})
+			return err
+		},
+		"Audit": func() error { _, err := s.Audit(ctx, &idem.AuditParams{Limit: 1}); return err },
+	} {
+		if err := call(); err == nil || !strings.Contains(err.Error(), "not a Redis Cluster") {
+			t.Errorf("%s on a cluster client: %v, want the refusal", name, err)
+		}
 	}
 }
