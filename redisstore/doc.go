@@ -40,6 +40,14 @@
 // not the records (a node restarted without persistence), Reindex puts the
 // pending records back.
 //
+// # Operators
+//
+// Store is an idem.Admin and an idem.Inspector, for idem keys, forget,
+// pending and resolve: Forget and Resolve are one script each with their
+// audit entry, List pages with SCAN (sorted by scope and key within a
+// page, not across pages), and those calls need one server or a Sentinel
+// master, not a Redis Cluster (docs/REDIS.md, "Operators").
+//
 // # Errors
 //
 // A failure to reach Redis, or a write that fewer replicas than

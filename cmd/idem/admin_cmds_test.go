@@ -16,6 +16,7 @@ import (
 	"github.com/idemkit/idem/cmd/idem/internal/mysqlurl"
 	"github.com/idemkit/idem/internal/mysqltest"
 	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/internal/redistest"
 	"github.com/idemkit/idem/mysqlstore"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
@@ -29,7 +30,8 @@ type operatorStore interface {
 }
 
 // operatorBackends are the -db of the operators' command tests, each with
-// its store opened: a SQLite file, a PostgreSQL schema and a MySQL database.
+// its store opened: a SQLite file, a PostgreSQL schema, a MySQL database
+// and a private Redis server.
 func operatorBackends(t *testing.T) map[string]func(t *testing.T) (string, operatorStore) {
 	return map[string]func(t *testing.T) (string, operatorStore){
 		"sqlite": func(t *testing.T) (string, operatorStore) {
@@ -56,6 +58,15 @@ func operatorBackends(t *testing.T) map[string]func(t *testing.T) (string, opera
 				t.Fatal(err)
 			}
 			return mysqltest.URL(t, dsn), s
+		},
+		"redis": func(t *testing.T) (string, operatorStore) {
+			srv := redistest.StartServer(t, redistest.ServerOptions{})
+			db := "redis://" + srv.Addr() + "?prefix=ops"
+			s, err := openRedis(context.Background(), db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return db, s
 		},
 	}
 }
@@ -127,7 +138,7 @@ func keysOf(recs []recordJSON) string {
 }
 
 // TestOperatorCommands runs keys, pending, forget, resolve and keys --audit
-// on SQLite, PostgreSQL and MySQL: listings filter and page, refusals change
+// on SQLite, PostgreSQL, MySQL and Redis: listings filter and page, refusals change
 // nothing and write no audit row, and every change writes one.
 func TestOperatorCommands(t *testing.T) {
 	t.Parallel()
@@ -250,6 +261,8 @@ func reopen(t *testing.T, backend, db string) (operatorStore, error) {
 	switch backend {
 	case "sqlite":
 		s, err = sqlitestore.Open(context.Background(), db, &sqlitestore.Config{ReadOnly: true})
+	case "redis":
+		s, err = openRedis(context.Background(), db)
 	case "mysql":
 		var dsn string
 		if dsn, err = mysqlurl.DSN(db); err == nil {
