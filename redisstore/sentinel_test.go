@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/internal/servertest"
+
 	"github.com/idemkit/idem/internal/redistest"
 	"github.com/idemkit/idem/redisstore"
 )
@@ -14,6 +16,7 @@ import (
 // the master, and follows them to the promoted replica once the master is
 // killed.
 func TestOpenSentinel(t *testing.T) {
+	servertest.Cluster(t)
 	t.Parallel()
 	ss := redistest.StartSentinels(t, redistest.ServerOptions{Password: "s3cret"})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

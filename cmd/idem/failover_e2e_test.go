@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/internal/servertest"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemkit/idem/cmd/idem/internal/fakeprovider"
@@ -220,6 +222,7 @@ var failoverModes = []struct {
 // that no longer exists, and whose key runs again when sent again) and
 // logs the count; it is what the documentation's figures are made of.
 func TestFailoverE2ETransfers(t *testing.T) {
+	servertest.Cluster(t)
 	t.Parallel()
 	for _, m := range failoverModes {
 		t.Run(m.name, func(t *testing.T) {
@@ -324,6 +327,7 @@ func transfersByAmount(t *testing.T, dsn string) map[int64][]int64 {
 // one charge at the provider, under the key derived from its own, one
 // completed payout in the ledger carrying that charge, and one debit.
 func TestFailoverE2EPayouts(t *testing.T) {
+	servertest.Cluster(t)
 	t.Parallel()
 	for _, m := range failoverModes {
 		t.Run(m.name, func(t *testing.T) {
@@ -399,6 +403,7 @@ func TestFailoverE2EPayouts(t *testing.T) {
 // finds no record finds the ledger's payout and the provider's charge
 // instead of making new ones: one debit and one charge per intent.
 func TestFailoverE2ERedisSentinel(t *testing.T) {
+	servertest.Cluster(t)
 	t.Parallel()
 	ss := redistest.StartSentinels(t, redistest.ServerOptions{})
 	prov, purl := fakeprovider.Start(t, nil)

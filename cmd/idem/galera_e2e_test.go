@@ -7,13 +7,14 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/internal/servertest"
 
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/internal/galeratest"
@@ -23,9 +24,7 @@ import (
 // process per node (docs/MYSQL.md#galera). Its subtests share one cluster,
 // whose start is most of the test's time, and run in order.
 func TestGalera(t *testing.T) {
-	if testing.Short() && os.Getenv("CI") != "true" {
-		t.Skip("a Galera cluster takes a minute to start")
-	}
+	servertest.Cluster(t)
 	c := galeratest.Start(t, 3)
 	// The first process migrates alone: GET_LOCK, the migration's lock, is
 	// local to a node in Galera, so migrations started at once on two

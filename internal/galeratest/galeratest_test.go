@@ -3,12 +3,15 @@ package galeratest_test
 import (
 	"testing"
 
+	"github.com/idemkit/idem/internal/servertest"
+
 	"github.com/idemkit/idem/internal/galeratest"
 )
 
 // TestCluster checks the harness itself: a write on one node is read on
 // another, a killed node rejoins and catches up on what it missed.
 func TestCluster(t *testing.T) {
+	servertest.Cluster(t)
 	c := galeratest.Start(t, 3)
 	a, b := c.Open(0), c.Open(2)
 	if _, err := a.Exec("CREATE TABLE harness (id INT PRIMARY KEY, v VARCHAR(10))"); err != nil {

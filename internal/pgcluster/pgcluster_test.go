@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/idemkit/idem/internal/servertest"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -14,6 +16,7 @@ import (
 // commit waited for the standby; with asynchronous replication the test
 // waits for the replay, which is what a quiet primary gets).
 func TestFailover(t *testing.T) {
+	servertest.Cluster(t)
 	t.Parallel()
 	for _, sync := range []bool{true, false} {
 		name := "async"

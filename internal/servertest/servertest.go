@@ -75,3 +75,18 @@ func Missing(t testing.TB, what string, err error) {
 	}
 	t.Skipf("%s: %v", what, err)
 }
+
+// ClusterEnv is the variable that lets the cluster tests run.
+const ClusterEnv = "IDEM_CLUSTER_TESTS"
+
+// Cluster skips t unless IDEM_CLUSTER_TESTS=1. Tests that start clusters
+// of servers (Galera, a PostgreSQL primary and standby, Redis Sentinel)
+// run in a step of .ci/run of their own, one package at a time, after the
+// others: beside the rest of the suite their load starved the timing of
+// unrelated tests.
+func Cluster(t testing.TB) {
+	t.Helper()
+	if os.Getenv(ClusterEnv) != "1" {
+		t.Skip("a cluster test: it runs with " + ClusterEnv + "=1 (.ci/run has a step for it)")
+	}
+}
