@@ -54,14 +54,17 @@ func poolBehindPooler(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 }
 
 // checkPooler refuses a pool behind a pooler whose connections cache
-// prepared statements (ErrPoolerStatementCache).
+// prepared statements (ErrPoolerStatementCache). A server that does not
+// answer yet is not refused: New never fails for an unreachable server
+// (its calls answer idem.ErrUnavailable until it does), so the check is
+// made only when the server answers at New.
 func checkPooler(ctx context.Context, pool *pgxpool.Pool) error {
 	if pool.Config().ConnConfig.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
 		return nil
 	}
 	pooled, err := poolBehindPooler(ctx, pool)
 	if err != nil {
-		return unavailable("pooler check", err)
+		return nil
 	}
 	if pooled {
 		return ErrPoolerStatementCache
