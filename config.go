@@ -32,6 +32,15 @@ type Config struct {
 	// DefaultReplayCacheBytes (32 MiB).
 	ReplayCacheBytes int64
 
+	// ReplayCacheAge is how long the replay cache serves a record after
+	// the Guard last read it from, or wrote it to, the store. It bounds
+	// how long a record taken from the store behind this Guard's back (an
+	// operator's Admin.Forget in another process) is still replayed here;
+	// a record this Guard forgets (Guard.Forget), and everything cached
+	// before a store failure, is never served again. Defaults to
+	// DefaultReplayCacheAge (5 seconds).
+	ReplayCacheAge time.Duration
+
 	// Wait is how long a call whose key another call holds waits for that
 	// call to end, instead of being refused with ErrInFlight at once. If
 	// the holder records a result within the bound, the waiter gets it as
@@ -66,6 +75,9 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.InFlightRetryAfter < 0 {
 		return out, fmt.Errorf("idem: Config.InFlightRetryAfter must not be negative, got %s", out.InFlightRetryAfter)
 	}
+	if out.ReplayCacheAge < 0 {
+		return out, fmt.Errorf("idem: Config.ReplayCacheAge must not be negative, got %s", out.ReplayCacheAge)
+	}
 	if out.Wait < 0 {
 		return out, fmt.Errorf("idem: Config.Wait must not be negative, got %s", out.Wait)
 	}
@@ -80,6 +92,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.ReplayCacheBytes == 0 {
 		out.ReplayCacheBytes = DefaultReplayCacheBytes
+	}
+	if out.ReplayCacheAge == 0 {
+		out.ReplayCacheAge = DefaultReplayCacheAge
 	}
 	return out, nil
 }

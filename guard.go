@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,6 +17,7 @@ type Guard struct {
 	// The in-process shortcuts (docs/DESIGN.md#in-process): nil when off.
 	cache  *replayCache
 	claims *localClaims
+	epoch  atomic.Uint64 // of the replay cache: see storeFailed
 	guardCounters
 }
 
@@ -122,6 +124,7 @@ func (g *Guard) Do(ctx context.Context, req Request, work Work) (res Result, rep
 // the key, is closed when that run ends.
 func (g *Guard) attempt(ctx context.Context, req Request, work Work, wait bool) (res Result, replayed bool, refused *refusal, err error) {
 	now := g.cfg.Now()
+	epoch := g.epoch.Load()
 	if res, replayed, done, released, err := g.inProcess(ctx, req, now, wait); done {
 		if released != nil || isInFlight(err) {
 			refused = &refusal{released: released}
@@ -133,11 +136,11 @@ func (g *Guard) attempt(ctx context.Context, req Request, work Work, wait bool) 
 	}
 	rec, tx, err := g.store.Begin(ctx, &BeginParams{Scope: req.Scope, Key: req.Key, Now: now})
 	if err != nil {
-		err = g.beginError(err)
+		err = g.beginError(ctx, err)
 		return Result{}, false, refusedIf(err), err
 	}
 	if rec != nil {
-		res, replayed, err = g.replay(rec, req)
+		res, replayed, err = g.replay(rec, req, epoch, now)
 		return res, replayed, refusedIf(err), err
 	}
 
@@ -180,27 +183,29 @@ func (g *Guard) attempt(ctx context.Context, req Request, work Work, wait bool) 
 	cancel()
 	done = true
 	if err == nil {
-		g.remember(rec)
+		g.remember(rec, epoch, now)
 		return res, false, nil, nil
 	}
 	_ = tx.Rollback(context.WithoutCancel(ctx))
 	if errors.Is(err, ErrConflict) {
-		res, replayed, err = g.resolveConflict(ctx, req)
+		res, replayed, err = g.resolveConflict(ctx, req, epoch)
 		return res, replayed, refusedIf(err), err
 	}
+	g.epoch.Add(1) // the store failed (see storeFailed); cctx is not the caller's
 	return Result{}, false, nil, unavailable("commit", err)
 }
 
 // resolveConflict answers a call whose insert lost to a record committed by
 // another transaction: the work's effect was rolled back, and the call is
 // answered from that record.
-func (g *Guard) resolveConflict(ctx context.Context, req Request) (Result, bool, error) {
-	rec, tx, err := g.store.Begin(ctx, &BeginParams{Scope: req.Scope, Key: req.Key, Now: g.cfg.Now()})
+func (g *Guard) resolveConflict(ctx context.Context, req Request, epoch uint64) (Result, bool, error) {
+	now := g.cfg.Now()
+	rec, tx, err := g.store.Begin(ctx, &BeginParams{Scope: req.Scope, Key: req.Key, Now: now})
 	if err != nil {
-		return Result{}, false, g.beginError(err)
+		return Result{}, false, g.beginError(ctx, err)
 	}
 	if rec != nil {
-		return g.replay(rec, req)
+		return g.replay(rec, req, epoch, now)
 	}
 	// The winner's record is gone again (expired in between): let the
 	// client retry rather than run the work a second time in this call.
@@ -208,7 +213,7 @@ func (g *Guard) resolveConflict(ctx context.Context, req Request) (Result, bool,
 	return Result{}, false, &InFlightError{RetryAfter: g.cfg.InFlightRetryAfter}
 }
 
-func (g *Guard) beginError(err error) error {
+func (g *Guard) beginError(ctx context.Context, err error) error {
 	if errors.Is(err, ErrInFlight) {
 		var ife *InFlightError
 		if errors.As(err, &ife) {
@@ -216,11 +221,12 @@ func (g *Guard) beginError(err error) error {
 		}
 		return &InFlightError{RetryAfter: g.cfg.InFlightRetryAfter}
 	}
+	g.storeFailed(ctx)
 	return unavailable("begin", err)
 }
 
-func (g *Guard) replay(rec *Record, req Request) (Result, bool, error) {
-	g.remember(rec)
+func (g *Guard) replay(rec *Record, req Request, epoch uint64, at time.Time) (Result, bool, error) {
+	g.remember(rec, epoch, at)
 	if rec.Fingerprint != req.Fingerprint {
 		return Result{}, false, ErrMismatch
 	}

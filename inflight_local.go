@@ -57,7 +57,7 @@ func (g *Guard) inProcess(ctx context.Context, req Request, now time.Time, wait 
 	k := slotKey{req.Scope, req.Key}
 	if g.cache != nil {
 		info := callInfo(ctx)
-		fp, cached, ok := g.cache.get(k, now)
+		fp, cached, ok := g.cache.get(k, now, g.epoch.Load())
 		if ok {
 			info.ReplayCache = CacheHit
 			if fp != req.Fingerprint {
@@ -77,9 +77,24 @@ func (g *Guard) inProcess(ctx context.Context, req Request, now time.Time, wait 
 	return Result{}, false, false, nil, nil
 }
 
-// remember keeps a completed record in the replay cache, if it is on.
-func (g *Guard) remember(rec *Record) {
+// remember keeps a completed record in the replay cache, if it is on: rec
+// was read from or written to the store in epoch, by a call that began at
+// at (its age counts from then, so that a record deleted after the read
+// began is served no later than ReplayCacheAge after the delete).
+func (g *Guard) remember(rec *Record, epoch uint64, at time.Time) {
 	if g.cache != nil {
-		g.cache.put(rec, g.cfg.Now())
+		g.cache.put(rec, at, g.cfg.ReplayCacheAge, epoch)
+	}
+}
+
+// storeFailed starts a new epoch of the replay cache after the store
+// failed a call of ctx: the store may come back as another server that
+// lacks the last commits of the one it lost (an asynchronous standby
+// promoted), so nothing the cache holds is served again (see
+// replayCache). A call its own caller cancelled tells nothing of the
+// store.
+func (g *Guard) storeFailed(ctx context.Context) {
+	if ctx.Err() == nil {
+		g.epoch.Add(1)
 	}
 }

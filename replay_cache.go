@@ -14,6 +14,9 @@ import (
 // DefaultReplayCacheBytes is the default of Config.ReplayCacheBytes.
 const DefaultReplayCacheBytes = 32 << 20
 
+// DefaultReplayCacheAge is the default of Config.ReplayCacheAge.
+const DefaultReplayCacheAge = 5 * time.Second
+
 // What the cache counts is what it keeps on the heap: each entry is one
 // replayEntry, one list.Element and one string holding all its bytes
 // (scope, key, fingerprint, body and the encoded header), each rounded up
@@ -40,10 +43,17 @@ const shrinkMin = 64
 type slotKey struct{ scope, key string }
 
 // replayCache holds recent completed records of one Guard, so that a retry
-// is answered without a store call (docs/DESIGN.md#in-process). A completed record
-// is final until it expires: it is never overwritten while live (Store,
-// Tx.Commit), so a copy kept in memory stays right on any number of
-// processes, as long as it is never served at or past its ExpiresAt.
+// is answered without a store call (docs/DESIGN.md#in-process). A completed
+// record is never overwritten while live (Store, Tx.Commit), so a copy kept
+// in memory stays right on any number of processes, until the record
+// expires or is taken from the store behind the Guard's back: forgotten by
+// an operator (Admin.Forget), or lost with the last commits of a primary
+// that failed over to an asynchronous standby. An entry is therefore served
+// only before the record's ExpiresAt, for at most the Guard's
+// ReplayCacheAge after it was read from or written to the store, and only
+// in the epoch it was put in: the Guard starts a new epoch when its store
+// fails (a failover is seen as failures first) and when it forgets a
+// record itself.
 //
 // It is bounded by bytes, counted as the heap they take, and evicts the
 // least recently used entries first.
@@ -70,7 +80,8 @@ type replayEntry struct {
 	status      int
 	hasBody     bool // Body was not nil
 	hasHeader   bool // Header was not nil
-	expiresAt   time.Time
+	until       time.Time // served before: the record's ExpiresAt, or earlier
+	epoch       uint64    // the Guard's epoch when the entry was put
 	size        int64
 }
 
@@ -78,15 +89,15 @@ func newReplayCache(max int64) *replayCache {
 	return &replayCache{max: max, items: make(map[slotKey]*list.Element)}
 }
 
-// get returns the cached record of k if it is live at now: its
-// fingerprint and a copy of its result. An entry found expired is dropped.
-// Every call counts as a hit or a miss.
-func (c *replayCache) get(k slotKey, now time.Time) (fingerprint string, res Result, ok bool) {
+// get returns the cached record of k if it may be served at now in epoch:
+// its fingerprint and a copy of its result. An entry found too old, or of
+// an earlier epoch, is dropped. Every call counts as a hit or a miss.
+func (c *replayCache) get(k slotKey, now time.Time, epoch uint64) (fingerprint string, res Result, ok bool) {
 	c.mu.Lock()
 	el, found := c.items[k]
 	if found {
 		e := el.Value.(*replayEntry)
-		if now.Before(e.expiresAt) {
+		if now.Before(e.until) && e.epoch == epoch {
 			c.lru.MoveToFront(el)
 			c.mu.Unlock()
 			c.hits.Add(1)
@@ -100,9 +111,11 @@ func (c *replayCache) get(k slotKey, now time.Time) (fingerprint string, res Res
 	return "", Result{}, false
 }
 
-// put keeps a copy of rec, a completed record, unless it has expired at
-// now or is larger than the whole cache.
-func (c *replayCache) put(rec *Record, now time.Time) {
+// put keeps a copy of rec, a completed record read from or written to the
+// store in epoch by a call that began at now, to be served until now+age
+// at the latest, unless it has expired at now or is larger than the whole
+// cache.
+func (c *replayCache) put(rec *Record, now time.Time, age time.Duration, epoch uint64) {
 	if rec.State != StateCompleted || !now.Before(rec.ExpiresAt) {
 		return
 	}
@@ -114,6 +127,10 @@ func (c *replayCache) put(rec *Record, now time.Time) {
 	if e.size+mapSlotCost > c.max {
 		return
 	}
+	if until := now.Add(age); until.Before(e.until) {
+		e.until = until
+	}
+	e.epoch = epoch
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.items[e.k]; ok {
@@ -196,7 +213,7 @@ func newReplayEntry(rec *Record, n int64) *replayEntry {
 		status:      r.Status,
 		hasBody:     r.Body != nil,
 		hasHeader:   r.Header != nil,
-		expiresAt:   rec.ExpiresAt,
+		until:       rec.ExpiresAt,
 	}
 	e.header = data[i:]
 	// Cap is the allocation's size: the builder asks for exactly what

@@ -110,7 +110,7 @@ func TestReplayCacheMismatchIsStillRefused(t *testing.T) {
 
 func TestReplayCacheNeverServesAtOrPastExpiry(t *testing.T) {
 	t.Parallel()
-	g, cs, _, clock := cacheSetup(t, &idem.Config{TTL: time.Hour})
+	g, cs, _, clock := cacheSetup(t, &idem.Config{TTL: time.Hour, ReplayCacheAge: 2 * time.Hour})
 	ctx := context.Background()
 	var runs atomic.Int64
 	req := idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}

@@ -129,6 +129,9 @@ func WrapStore(s idem.Store) idem.Store { return &store{s} }
 
 type store struct{ s idem.Store }
 
+// Unwrap returns the wrapped store (Guard.Forget finds its Admin there).
+func (w *store) Unwrap() idem.Store { return w.s }
+
 func (w *store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, idem.Tx, error) {
 	start := time.Now()
 	rec, tx, err := w.s.Begin(ctx, p)

@@ -26,6 +26,9 @@ type adminStore struct {
 	admin idem.Admin
 	insp  idem.Inspector
 	close func() error
+	// guard, when set, is the serving Guard of the store: forget goes
+	// through it, so that its replay cache drops the record at once.
+	guard *idem.Guard
 }
 
 // openAdmin opens db (a SQLite file, a postgres:// URL or a redis://
@@ -105,8 +108,12 @@ func forget(ctx context.Context, s *adminStore, c change, now time.Time) (*idem.
 	if token == 0 {
 		token = rec.Token
 	}
-	return s.admin.Forget(ctx, &idem.ForgetParams{Scope: rec.Scope, Key: rec.Key, Force: c.force, Token: token, Now: now,
-		Audit: idem.AuditEntry{At: now, Actor: c.actor, Action: idem.AuditForget, Reason: c.reason}})
+	p := &idem.ForgetParams{Scope: rec.Scope, Key: rec.Key, Force: c.force, Token: token, Now: now,
+		Audit: idem.AuditEntry{At: now, Actor: c.actor, Action: idem.AuditForget, Reason: c.reason}}
+	if s.guard != nil {
+		return s.guard.Forget(ctx, p)
+	}
+	return s.admin.Forget(ctx, p)
 }
 
 // resolve runs Admin.Resolve for c as forget runs Forget. The answer is

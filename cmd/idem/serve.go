@@ -359,7 +359,7 @@ func (c *serveCommand) run(ctx context.Context, o *serveOptions) error {
 		cons = startConsumer(consumeCtx, run, log)
 	}
 
-	stopAdmin, _, err := startAdmin(&o.admin, b.store, o.leased.reportAfter, o.ttl, log)
+	stopAdmin, _, err := startAdmin(&o.admin, b.store, cfg.Guard, o.leased.reportAfter, o.ttl, log)
 	if err != nil {
 		return err
 	}

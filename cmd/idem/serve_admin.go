@@ -64,7 +64,9 @@ func loopback(host string) bool {
 
 // startAdmin serves the console of store, if -admin is set, and returns
 // what stops it.
-func startAdmin(o *adminOptions, store idem.Store, reportAfter, ttl time.Duration, log *slog.Logger) (stop func(), addr string, err error) {
+// guard, when set, is the Guard serving store: the console forgets
+// through it (Guard.Forget), so that its replay cache drops the record.
+func startAdmin(o *adminOptions, store idem.Store, guard *idem.Guard, reportAfter, ttl time.Duration, log *slog.Logger) (stop func(), addr string, err error) {
 	if o.addr == "" {
 		return func() {}, "", nil
 	}
@@ -73,7 +75,7 @@ func startAdmin(o *adminOptions, store idem.Store, reportAfter, ttl time.Duratio
 	if !ok || !ok2 {
 		return nil, "", fmt.Errorf("serve: -admin: this store (%T) does not implement idem.Admin", store)
 	}
-	h, err := console.New(console.Config{Token: o.token, Ops: &consoleOps{s: &adminStore{admin: a, insp: in}, reportAfter: reportAfter, ttl: ttl},
+	h, err := console.New(console.Config{Token: o.token, Ops: &consoleOps{s: &adminStore{admin: a, insp: in, guard: guard}, reportAfter: reportAfter, ttl: ttl},
 		Logger: log, Secure: o.tlsCert != ""})
 	if err != nil {
 		return nil, "", err
