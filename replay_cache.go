@@ -78,8 +78,8 @@ type replayEntry struct {
 	body        string // Result.Body
 	header      string // Result.Header, encoded by writeHeader
 	status      int
-	hasBody     bool // Body was not nil
-	hasHeader   bool // Header was not nil
+	hasBody     bool      // Body was not nil
+	hasHeader   bool      // Header was not nil
 	until       time.Time // served before: the record's ExpiresAt, or earlier
 	epoch       uint64    // the Guard's epoch when the entry was put
 	size        int64

@@ -22,39 +22,58 @@ var (
 // OutboxIntent implements outbox.Stager: the key the transaction records.
 func (t *Tx) OutboxIntent() (scope, key string) { return t.scope, t.key }
 
-// StageOutbox implements outbox.Stager: it inserts msgs and queues the
-// NOTIFY that wakes the relays at commit, in one round trip.
+// StageOutbox implements outbox.Stager. The messages are written by
+// Commit, in its one round trip, after the record (so staging costs no
+// round trip of its own); after the commit, the store's notifier wakes the
+// relays (outboxNotifier), outside the transaction. A message that cannot
+// be written fails Commit, and nothing commits.
 func (t *Tx) StageOutbox(ctx context.Context, msgs []outbox.Staged) error {
-	return stageOutbox(ctx, t.store, t.handle, msgs)
+	if t.ended {
+		return pgx.ErrTxClosed
+	}
+	for _, m := range msgs {
+		a, err := outboxArgs(m)
+		if err != nil {
+			return err
+		}
+		t.staged = append(t.staged, a)
+	}
+	return nil
 }
 
 // OutboxIntent implements outbox.Stager: the leased record's key.
 func (t *stepTx) OutboxIntent() (scope, key string) { return t.lease.Scope, t.lease.Key }
 
-// StageOutbox implements outbox.Stager, as Tx's does.
+// StageOutbox implements outbox.Stager: it inserts msgs and queues the
+// NOTIFY that wakes the relays at the step's commit, in one round trip.
 func (t *stepTx) StageOutbox(ctx context.Context, msgs []outbox.Staged) error {
-	return stageOutbox(ctx, t.store, t.handle, msgs)
-}
-
-func stageOutbox(ctx context.Context, s *Store, h *handle, msgs []outbox.Staged) error {
-	if *h.ended {
+	if *t.handle.ended {
 		return pgx.ErrTxClosed
 	}
-	st := s.outboxSQL()
+	st := t.store.outboxSQL()
 	b := &pgx.Batch{}
 	for _, m := range msgs {
-		hdr, err := pgschema.EncodeHeaders(m.Headers)
+		a, err := outboxArgs(m)
 		if err != nil {
 			return err
 		}
-		body := m.Body
-		if body == nil {
-			body = []byte{}
-		}
-		b.Queue(st.Insert, m.ID, m.Scope, m.Key, m.Name, m.Subject, body, hdr, m.PartitionKey)
+		b.Queue(st.Insert, a...)
 	}
-	b.Queue(st.Notify, s.names.OutboxChannel)
-	return h.SendBatch(ctx, b).Close()
+	b.Queue(st.Notify, t.store.names.OutboxChannel)
+	return t.handle.SendBatch(ctx, b).Close()
+}
+
+// outboxArgs are the arguments of the outbox INSERT for m.
+func outboxArgs(m outbox.Staged) ([]any, error) {
+	hdr, err := pgschema.EncodeHeaders(m.Headers)
+	if err != nil {
+		return nil, err
+	}
+	body := m.Body
+	if body == nil {
+		body = []byte{}
+	}
+	return []any{m.ID, m.Scope, m.Key, m.Name, m.Subject, body, hdr, m.PartitionKey}, nil
 }
 
 var outboxStatements sync.Map // *Store → *pgschema.OutboxStatements

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -26,6 +27,9 @@ type Store struct {
 
 	connCheck pgschema.ConnCheck
 	probes    reserve // the connections of Config.ProbeConns
+
+	notifyOnce sync.Once
+	notify     *notifier // of the outbox, once a transaction staged messages
 
 	// lockKey is replaced by tests to force hash collisions.
 	lockKey func(scope, key string) int64
@@ -122,6 +126,10 @@ func Open(ctx context.Context, connString string, cfg *Config) (*Store, error) {
 // owner. Close waits for the connections to be returned.
 func (s *Store) Close() error {
 	s.probes.close()
+	s.notifyOnce.Do(func() {}) // none starts after Close
+	if s.notify != nil {
+		s.notify.close()
+	}
 	if s.owned {
 		s.pool.Close()
 	}

@@ -24,6 +24,9 @@ type Tx struct {
 	ended      bool
 	expiredRow bool      // Begin saw an expired record of the key
 	txStart    time.Time // Begin's transaction_timestamp()
+	// staged are the outbox rows that outbox.Stage gave the transaction
+	// (as the INSERT's arguments): Commit writes them after the record.
+	staged [][]any
 }
 
 var _ idem.Tx = (*Tx)(nil)
@@ -79,6 +82,14 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	// its record commit without the effect. The error stops the pipeline
 	// before COMMIT.
 	b.Queue(t.store.sql.Insert, args...)
+	// The staged messages after the record: the INSERT above has proved
+	// the transaction is Begin's, so they never commit without it.
+	if len(t.staged) > 0 {
+		ins := t.store.outboxSQL().Insert
+		for _, a := range t.staged {
+			b.Queue(ins, a...)
+		}
+	}
 	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
 		commitTag = ct
 		return nil
@@ -96,6 +107,9 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 		// COMMIT of a transaction that the work left failed (it ignored
 		// an error of its own) is a rollback.
 		return unavailable("commit", fmt.Errorf("the transaction was rolled back (%s): %w", commitTag, pgx.ErrTxCommitRollback))
+	}
+	if len(t.staged) > 0 {
+		t.store.outboxNotifier().poke()
 	}
 	return nil
 }
