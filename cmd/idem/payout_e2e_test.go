@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/internal/mysqltest"
+
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/cmd/idem/internal/fakeprovider"
 	"github.com/idemkit/idem/internal/pgtest"
@@ -21,14 +23,19 @@ import (
 )
 
 // payoutDBs are the databases the payout e2e tests run on, as idem serve
-// flags: a SQLite file (one process at a time), a PostgreSQL schema, and
-// the payouts' leased records on Redis with the ledger on a SQLite file.
+// flags: a SQLite file (one process at a time), a PostgreSQL schema, a
+// MySQL (MariaDB) database, and the payouts' leased records on Redis with
+// the ledger on a SQLite file.
 var payoutDBs = []struct {
 	name string
 	db   func(t *testing.T) []string
 }{
 	{"SQLite", func(t *testing.T) []string { return []string{"-db", filepath.Join(t.TempDir(), "payouts.db")} }},
 	{"Postgres", func(t *testing.T) []string { _, dsn := pgtest.Schema(t); return []string{"-db", dsn} }},
+	{"MySQL", func(t *testing.T) []string {
+		_, dsn := mysqltest.Database(t)
+		return []string{"-db", mysqltest.URL(t, dsn)}
+	}},
 	{"Redis", func(t *testing.T) []string {
 		return []string{"-db", redisDB(t), "-ledger", filepath.Join(t.TempDir(), "ledger.db")}
 	}},
@@ -397,24 +404,29 @@ func TestPayoutE2EStuckReported(t *testing.T) {
 // when the store fails.
 func TestPayoutE2ECompleteCommand(t *testing.T) {
 	t.Parallel()
-	db := filepath.Join(t.TempDir(), "complete.db")
-	prov, url := fakeprovider.Start(t, nil)
-	const key = "complete-cmd"
-	crashPayout(t, []string{"-db", db}, url, prov, key, "during")
-	time.Sleep(2500 * time.Millisecond) // the dead holder's 2s lease ends
-	out, err := exec.Command(binary, "complete", "-db", db, "-provider", url, "-lease", "2s").Output()
-	if err != nil || !strings.Contains(string(out), "found 1 abandoned record(s): 1 completed") {
-		t.Fatalf("idem complete: %v\n%s", err, out)
+	for _, d := range payoutDBs[:3] { // SQLite, PostgreSQL, MySQL
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			db := d.db(t)
+			prov, url := fakeprovider.Start(t, nil)
+			const key = "complete-cmd"
+			crashPayout(t, db, url, prov, key, "during")
+			time.Sleep(2500 * time.Millisecond) // the dead holder's 2s lease ends
+			out, err := exec.Command(binary, append(append([]string{"complete"}, db...), "-provider", url, "-lease", "2s")...).Output()
+			if err != nil || !strings.Contains(string(out), "found 1 abandoned record(s): 1 completed") {
+				t.Fatalf("idem complete: %v\n%s", err, out)
+			}
+			s := startServe(t, append(db, "-provider", url, "-complete-interval", "1h")...)
+			checkReconciled(t, s, prov, key)
+			s.kill(t)
+		})
 	}
-	s := startServe(t, "-db", db, "-provider", url, "-complete-interval", "1h")
-	checkReconciled(t, s, prov, key)
-	s.kill(t)
 
-	out, err = exec.Command(binary, "complete", "-db", "postgres://postgres@127.0.0.1:1/none?connect_timeout=5", "-provider", url).CombinedOutput()
-	if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 1 {
+	out, err := exec.Command(binary, "complete", "-db", "postgres://postgres@127.0.0.1:1/none?connect_timeout=5", "-provider", "http://127.0.0.1:1").CombinedOutput()
+	if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "store unavailable") {
 		t.Fatalf("idem complete on an unreachable store: %v %s, want exit status 1", err, out)
 	}
-	out, err = exec.Command(binary, "serve", "-db", db, "-lease", "2s").CombinedOutput()
+	out, err = exec.Command(binary, "serve", "-db", filepath.Join(t.TempDir(), "x.db"), "-lease", "2s").CombinedOutput()
 	if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "-provider") {
 		t.Fatalf("serve -lease without -provider: %v %s, want exit status 2", err, out)
 	}
