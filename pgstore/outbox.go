@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -154,7 +155,46 @@ func (o *Outbox) Claim(ctx context.Context, n int) (outbox.Claim, error) {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 		return nil, unavailable("outbox claim", err)
 	}
+	if err := c.leaveOutBlocked(ctx); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, unavailable("outbox claim", err)
+	}
 	return c, nil
+}
+
+// leaveOutBlocked drops from the claim the messages of every partition
+// key with a pending message staged before the first the claim holds
+// (pgschema.OutboxStatements.Blocked): the scan passed over it while
+// another claim held the key. They stay locked by the claim, unpublished,
+// and are claimed again, in order, once it ends.
+func (c *claim) leaveOutBlocked(ctx context.Context) error {
+	keys := make([]string, len(c.msgs))
+	seqs := make([]int64, len(c.msgs))
+	for i, m := range c.msgs {
+		keys[i], seqs[i] = m.PartitionKey, c.seq[m.ID]
+	}
+	first := pgschema.FirstSeqs(keys, seqs)
+	if first == "" {
+		return nil
+	}
+	rows, err := c.tx.Query(ctx, c.o.sql.Blocked, first)
+	if err != nil {
+		return err
+	}
+	blocked, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(blocked) == 0 {
+		return err
+	}
+	kept := c.msgs[:0]
+	for _, m := range c.msgs {
+		if slices.Contains(blocked, m.PartitionKey) {
+			delete(c.seq, m.ID)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	c.msgs = kept
+	return nil
 }
 
 type claim struct {

@@ -106,7 +106,52 @@ func (o *Outbox) Claim(ctx context.Context, n int) (outbox.Claim, error) {
 	if err := rows.Err(); err != nil {
 		return fail(err)
 	}
+	rows.Close()
+	if err := c.leaveOutBlocked(ctx); err != nil {
+		return fail(err)
+	}
 	return c, nil
+}
+
+// leaveOutBlocked drops from the claim the messages of every partition
+// key with a pending message staged before the first the claim holds, as
+// pgstore's claim does (pgschema.OutboxStatements.Blocked).
+func (c *claim) leaveOutBlocked(ctx context.Context) error {
+	keys := make([]string, len(c.msgs))
+	seqs := make([]int64, len(c.msgs))
+	for i, m := range c.msgs {
+		keys[i], seqs[i] = m.PartitionKey, c.seq[m.ID]
+	}
+	first := pgschema.FirstSeqs(keys, seqs)
+	if first == "" {
+		return nil
+	}
+	rows, err := c.tx.QueryContext(ctx, c.o.sql.Blocked, first)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	blocked := map[string]bool{}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return err
+		}
+		blocked[k] = true
+	}
+	if err := rows.Err(); err != nil || len(blocked) == 0 {
+		return err
+	}
+	kept := c.msgs[:0]
+	for _, m := range c.msgs {
+		if blocked[m.PartitionKey] {
+			delete(c.seq, m.ID)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	c.msgs = kept
+	return nil
 }
 
 type claim struct {

@@ -58,6 +58,14 @@ type OutboxStatements struct {
 	// transaction-scoped advisory lock. It returns seq, id, subject, body,
 	// headers, partition_key, attempts.
 	Claim string
+	// Blocked returns, of the partition keys of a claim ($1: a JSON object
+	// of each key and the first seq the claim holds of it, see
+	// FirstSeqs), those with a pending message staged before that first
+	// one. A claim whose scan passed over a key's message while another
+	// claim held the key, and took a later one of the key once that claim
+	// had ended, leaves the key's messages out: published, they would
+	// overtake the one passed over.
+	Blocked string
 	// MarkSent marks sent at $2 the messages whose seq is in $1, a text
 	// array ("{1,2}").
 	MarkSent string
@@ -85,6 +93,9 @@ VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8) ON CONFLICT (id) DO NOTHING
 		Notify:  `SELECT pg_notify($1, '')`,
 		Relaxed: `SET LOCAL synchronous_commit TO off`,
 		Listen:  `LISTEN ` + Quote(n.OutboxChannel),
+		Blocked: `SELECT DISTINCT o.partition_key FROM ` + o + ` AS o
+JOIN jsonb_each_text($1::text::jsonb) AS f(pk, first) ON o.partition_key = f.pk AND o.seq < f.first::bigint
+WHERE o.sent_at IS NULL AND o.parked_at IS NULL`,
 		Claim: `SELECT seq, id, subject, body, headers::text, partition_key, attempts FROM ` + o + `
 WHERE sent_at IS NULL AND parked_at IS NULL
   AND (partition_key = '' OR pg_try_advisory_xact_lock($1::int4, hashtext(partition_key)))
@@ -148,6 +159,24 @@ func DecodeHeaders(s *string) (map[string]string, error) {
 		return nil, err
 	}
 	return h, nil
+}
+
+// FirstSeqs returns the argument of OutboxStatements.Blocked for the
+// partition keys of a claim's messages and their seqs, in seq order: each
+// key ("" is none) and the first seq claimed of it, as a JSON object; ""
+// when the claim has no partition key.
+func FirstSeqs(keys []string, seqs []int64) string {
+	first := map[string]int64{}
+	for i, k := range keys {
+		if _, ok := first[k]; !ok && k != "" {
+			first[k] = seqs[i]
+		}
+	}
+	if len(first) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(first) // a map of strings to integers always encodes
+	return string(b)
 }
 
 // SeqArray returns seqs as the text of a bigint array, for MarkSent.

@@ -2,6 +2,7 @@ package pgschema
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -295,5 +296,19 @@ func TestNamesFitTheIdentifierLimit(t *testing.T) {
 		if name := strings.Trim(q, `"`); len(name) > 63 {
 			t.Errorf("%s is %d bytes, more than 63", name, len(name))
 		}
+	}
+}
+
+func TestFirstSeqs(t *testing.T) {
+	if got := FirstSeqs([]string{"", ""}, []int64{1, 2}); got != "" {
+		t.Errorf("FirstSeqs of no key = %q, want empty", got)
+	}
+	got := FirstSeqs([]string{"a", "", "b", "a", `q"<`}, []int64{3, 4, 5, 6, 7})
+	var m map[string]int64
+	if err := json.Unmarshal([]byte(got), &m); err != nil {
+		t.Fatalf("FirstSeqs = %q: %v", got, err)
+	}
+	if len(m) != 3 || m["a"] != 3 || m["b"] != 5 || m[`q"<`] != 7 {
+		t.Errorf("FirstSeqs = %v, want a:3 b:5 q\"<:7", m)
 	}
 }
