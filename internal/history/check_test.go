@@ -55,6 +55,12 @@ func TestCheck(t *testing.T) {
 			if res.Ok != (tt.bad == nil) || !slices.Equal(res.Violations, tt.bad) {
 				t.Fatalf("got %s, want violations %v", res, tt.bad)
 			}
+			// The direct check, Check's verdict when porcupine times
+			// out, decides the same.
+			h, _ := operations(tt.ops)
+			if got := direct(h); !slices.Equal(got, tt.bad) {
+				t.Fatalf("direct check: violations %v, want %v", got, tt.bad)
+			}
 		})
 	}
 }
@@ -75,5 +81,25 @@ func TestCheckDropsRedundantUnknowns(t *testing.T) {
 	ops = append(ops, at("a", 1040, 1050, second))
 	if res := Check(ops, 0); res.Ok {
 		t.Fatalf("a second execution after the replays passed: %s", res)
+	}
+}
+
+// A storm too large for porcupine's search within the timeout is decided
+// by the direct check: a verdict, never none.
+func TestCheckTimedOutStillDecides(t *testing.T) {
+	var ops []Op
+	ops = append(ops, at("a", 0, 1000, first))
+	for i := range 300 {
+		ops = append(ops, at("a", 1+i, 1500+i, replay), at("a", 1+i, 900, refused))
+	}
+	ops = append(ops, at("b", 0, 10, first), at("b", 20, 30, second))
+	res := Check(ops, time.Nanosecond)
+	t.Logf("%s (porcupine timed out: %t)", res, res.TimedOut)
+	if res.Ok || !slices.Equal(res.Violations, []string{"b"}) {
+		t.Fatalf("got %s, want key b only", res)
+	}
+	ok := Check(ops[:len(ops)-1], time.Nanosecond)
+	if !ok.Ok {
+		t.Fatalf("without b's second execution: %s, want linearizable", ok)
 	}
 }
