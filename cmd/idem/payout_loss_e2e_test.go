@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem/cmd/idem/internal/fakeprovider"
 	"github.com/idemkit/idem/internal/redistest"
@@ -66,12 +67,28 @@ func TestPayoutE2ERedisLoss(t *testing.T) {
 		t.Fatalf("no log line of the orphan:\n%s", s.stderr)
 	}
 	calls := prov.TotalRequests()
-	if status, body := s.do(t, "POST", "/payouts", key, payoutBody()); status != 201 || !strings.Contains(body, first.ProviderChargeID) {
+	// A completer pass that took the key before the flush may still be
+	// running it in this process (its provider calls fail): a retry
+	// meanwhile is refused in flight (409, Retry-After), and retries as a
+	// client would.
+	retry := func() (int, string) {
+		t.Helper()
+		for range 150 {
+			status, body := s.do(t, "POST", "/payouts", key, payoutBody())
+			if status != 409 {
+				return status, body
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Fatal("the retry was refused in flight for 30s")
+		return 0, ""
+	}
+	if status, body := retry(); status != 201 || !strings.Contains(body, first.ProviderChargeID) {
 		t.Fatalf("retry after the scan: %d %s, want 201 with charge %s", status, body, first.ProviderChargeID)
 	}
 
 	flush()
-	if status, body := s.do(t, "POST", "/payouts", key, payoutBody()); status != 201 || !strings.Contains(body, first.ProviderChargeID) {
+	if status, body := retry(); status != 201 || !strings.Contains(body, first.ProviderChargeID) {
 		t.Fatalf("retry after the completed payout's record was lost: %d %s, want 201 with charge %s", status, body, first.ProviderChargeID)
 	}
 	if n := prov.TotalRequests(); n != calls {
