@@ -91,13 +91,24 @@ func amqpPublish(t *testing.T, ch *amqp.Channel, queue, id, body string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, false, false, amqp.Publishing{MessageId: id, Body: []byte(body), DeliveryMode: amqp.Persistent})
-	if err != nil {
-		t.Fatal(err)
+	// A queue declared a moment ago may refuse a publish (a negative
+	// confirm) until it is ready: the broker did not take the message,
+	// and it is sent again, a bounded number of times.
+	for range 10 {
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, false, false, amqp.Publishing{MessageId: id, Body: []byte(body), DeliveryMode: amqp.Persistent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok, err := dc.WaitContext(ctx)
+		if err != nil {
+			t.Fatalf("publish %q to %s: %v", id, queue, err)
+		}
+		if ok {
+			return
+		}
+		time.Sleep(300 * time.Millisecond)
 	}
-	if ok, err := dc.WaitContext(ctx); err != nil || !ok {
-		t.Fatalf("publish %q to %s: confirmed %v, %v", id, queue, ok, err)
-	}
+	t.Fatalf("publish %q to %s: refused (negative confirm) 10 times", id, queue)
 }
 
 func TestConsumeAMQPRegistered(t *testing.T) {
