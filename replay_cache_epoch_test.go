@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testclock"
+	"github.com/idemkit/idem/memstore"
 )
 
 // flakyStore fails Begin with ErrUnavailable while down is set, as a store
@@ -24,18 +26,25 @@ func (s *flakyStore) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Reco
 	return s.countingStore.Begin(ctx, p)
 }
 
-// A record lost from the store (the last commits of a primary that failed
-// over to an asynchronous standby) is not replayed from memory once the
-// store has failed a call: the retry reaches the store and runs the work
-// again, as it would on a Guard without a cache.
-func TestReplayCacheDroppedAfterAStoreFailure(t *testing.T) {
-	t.Parallel()
+// flakySetup returns a Guard over a flakyStore over a counting memstore.
+func flakySetup(t *testing.T) (*idem.Guard, *flakyStore, *memstore.Store, *testclock.Clock) {
+	t.Helper()
 	_, cs, ms, clock := cacheSetup(t, nil)
 	fs := &flakyStore{countingStore: cs}
 	g, err := idem.New(fs, &idem.Config{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return g, fs, ms, clock
+}
+
+// A record lost from the store (the last commits of a primary that failed
+// over to an asynchronous standby) is not replayed from memory once the
+// store has failed a call: the retry reaches the store and runs the work
+// again, as it would on a Guard without a cache.
+func TestReplayCacheDroppedAfterAStoreFailure(t *testing.T) {
+	t.Parallel()
+	g, fs, ms, clock := flakySetup(t)
 	ctx := context.Background()
 	var runs atomic.Int64
 	req := idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}
@@ -69,12 +78,7 @@ func TestReplayCacheDroppedAfterAStoreFailure(t *testing.T) {
 // cache.
 func TestReplayCacheKeptAfterACancelledCall(t *testing.T) {
 	t.Parallel()
-	_, cs, _, clock := cacheSetup(t, nil)
-	fs := &flakyStore{countingStore: cs}
-	g, err := idem.New(fs, &idem.Config{Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, fs, _, _ := flakySetup(t)
 	ctx := context.Background()
 	var runs atomic.Int64
 	req := idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -165,15 +164,9 @@ func (o *Outbox) Claim(ctx context.Context, n int) (outbox.Claim, error) {
 // leaveOutBlocked drops from the claim the messages of every partition
 // key with a pending message staged before the first the claim holds
 // (pgschema.OutboxStatements.Blocked): the scan passed over it while
-// another claim held the key. They stay locked by the claim, unpublished,
-// and are claimed again, in order, once it ends.
+// another claim held the key.
 func (c *claim) leaveOutBlocked(ctx context.Context) error {
-	keys := make([]string, len(c.msgs))
-	seqs := make([]int64, len(c.msgs))
-	for i, m := range c.msgs {
-		keys[i], seqs[i] = m.PartitionKey, c.seq[m.ID]
-	}
-	first := pgschema.FirstSeqs(keys, seqs)
+	first := pgschema.FirstSeqs(c.msgs, c.seq)
 	if first == "" {
 		return nil
 	}
@@ -182,18 +175,10 @@ func (c *claim) leaveOutBlocked(ctx context.Context) error {
 		return err
 	}
 	blocked, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil || len(blocked) == 0 {
+	if err != nil {
 		return err
 	}
-	kept := c.msgs[:0]
-	for _, m := range c.msgs {
-		if slices.Contains(blocked, m.PartitionKey) {
-			delete(c.seq, m.ID)
-			continue
-		}
-		kept = append(kept, m)
-	}
-	c.msgs = kept
+	c.msgs = pgschema.LeaveOut(c.msgs, c.seq, blocked)
 	return nil
 }
 

@@ -117,12 +117,7 @@ func (o *Outbox) Claim(ctx context.Context, n int) (outbox.Claim, error) {
 // key with a pending message staged before the first the claim holds, as
 // pgstore's claim does (pgschema.OutboxStatements.Blocked).
 func (c *claim) leaveOutBlocked(ctx context.Context) error {
-	keys := make([]string, len(c.msgs))
-	seqs := make([]int64, len(c.msgs))
-	for i, m := range c.msgs {
-		keys[i], seqs[i] = m.PartitionKey, c.seq[m.ID]
-	}
-	first := pgschema.FirstSeqs(keys, seqs)
+	first := pgschema.FirstSeqs(c.msgs, c.seq)
 	if first == "" {
 		return nil
 	}
@@ -131,26 +126,18 @@ func (c *claim) leaveOutBlocked(ctx context.Context) error {
 		return err
 	}
 	defer rows.Close()
-	blocked := map[string]bool{}
+	var blocked []string
 	for rows.Next() {
 		var k string
 		if err := rows.Scan(&k); err != nil {
 			return err
 		}
-		blocked[k] = true
+		blocked = append(blocked, k)
 	}
-	if err := rows.Err(); err != nil || len(blocked) == 0 {
+	if err := rows.Err(); err != nil {
 		return err
 	}
-	kept := c.msgs[:0]
-	for _, m := range c.msgs {
-		if blocked[m.PartitionKey] {
-			delete(c.seq, m.ID)
-			continue
-		}
-		kept = append(kept, m)
-	}
-	c.msgs = kept
+	c.msgs = pgschema.LeaveOut(c.msgs, c.seq, blocked)
 	return nil
 }
 

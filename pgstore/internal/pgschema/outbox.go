@@ -3,9 +3,12 @@ package pgschema
 import (
 	"encoding/json"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/idemkit/idem/outbox"
 )
 
 // outboxSQL is migration 6: the outbox that outbox.Stage writes in the
@@ -161,15 +164,15 @@ func DecodeHeaders(s *string) (map[string]string, error) {
 	return h, nil
 }
 
-// FirstSeqs returns the argument of OutboxStatements.Blocked for the
-// partition keys of a claim's messages and their seqs, in seq order: each
-// key ("" is none) and the first seq claimed of it, as a JSON object; ""
-// when the claim has no partition key.
-func FirstSeqs(keys []string, seqs []int64) string {
+// FirstSeqs returns the argument of OutboxStatements.Blocked for a
+// claim's messages, in seq order, and their seqs (by message id): each
+// partition key ("" is none) and the first seq claimed of it, as a JSON
+// object; "" when the claim has no partition key.
+func FirstSeqs(msgs []outbox.Envelope, seq map[string]int64) string {
 	first := map[string]int64{}
-	for i, k := range keys {
-		if _, ok := first[k]; !ok && k != "" {
-			first[k] = seqs[i]
+	for _, m := range msgs {
+		if _, ok := first[m.PartitionKey]; !ok && m.PartitionKey != "" {
+			first[m.PartitionKey] = seq[m.ID]
 		}
 	}
 	if len(first) == 0 {
@@ -177,6 +180,25 @@ func FirstSeqs(keys []string, seqs []int64) string {
 	}
 	b, _ := json.Marshal(first) // a map of strings to integers always encodes
 	return string(b)
+}
+
+// LeaveOut returns msgs without the messages of the blocked partition
+// keys (what OutboxStatements.Blocked returned), and deletes them from
+// seq. They stay locked by the claim, unpublished, and are claimed again,
+// in order, once it ends.
+func LeaveOut(msgs []outbox.Envelope, seq map[string]int64, blocked []string) []outbox.Envelope {
+	if len(blocked) == 0 {
+		return msgs
+	}
+	kept := msgs[:0]
+	for _, m := range msgs {
+		if slices.Contains(blocked, m.PartitionKey) {
+			delete(seq, m.ID)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	return kept
 }
 
 // SeqArray returns seqs as the text of a bigint array, for MarkSent.

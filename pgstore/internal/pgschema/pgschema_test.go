@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/outbox"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -299,16 +300,26 @@ func TestNamesFitTheIdentifierLimit(t *testing.T) {
 	}
 }
 
-func TestFirstSeqs(t *testing.T) {
-	if got := FirstSeqs([]string{"", ""}, []int64{1, 2}); got != "" {
+func TestFirstSeqsAndLeaveOut(t *testing.T) {
+	env := func(id, pk string) outbox.Envelope { return outbox.Envelope{ID: id, PartitionKey: pk} }
+	if got := FirstSeqs([]outbox.Envelope{env("x", ""), env("y", "")}, map[string]int64{"x": 1, "y": 2}); got != "" {
 		t.Errorf("FirstSeqs of no key = %q, want empty", got)
 	}
-	got := FirstSeqs([]string{"a", "", "b", "a", `q"<`}, []int64{3, 4, 5, 6, 7})
+	msgs := []outbox.Envelope{env("1", "a"), env("2", ""), env("3", "b"), env("4", "a"), env("5", `q"<`)}
+	seq := map[string]int64{"1": 3, "2": 4, "3": 5, "4": 6, "5": 7}
+	got := FirstSeqs(msgs, seq)
 	var m map[string]int64
 	if err := json.Unmarshal([]byte(got), &m); err != nil {
 		t.Fatalf("FirstSeqs = %q: %v", got, err)
 	}
 	if len(m) != 3 || m["a"] != 3 || m["b"] != 5 || m[`q"<`] != 7 {
 		t.Errorf("FirstSeqs = %v, want a:3 b:5 q\"<:7", m)
+	}
+	kept := LeaveOut(msgs, seq, []string{"a"})
+	if len(kept) != 3 || kept[0].ID != "2" || kept[1].ID != "3" || kept[2].ID != "5" {
+		t.Errorf("LeaveOut(a) kept %v, want messages 2, 3 and 5", kept)
+	}
+	if _, ok := seq["1"]; ok || len(seq) != 3 {
+		t.Errorf("LeaveOut(a) left seq %v, want a's messages removed", seq)
 	}
 }
