@@ -2,7 +2,9 @@ package mysqlstore_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -64,12 +66,30 @@ func countEffects(ctx context.Context, s *mysqlstore.Store, name string) (int, e
 }
 
 func conformance(t *testing.T, cfg *mysqlstore.Config) {
+	conformanceOn(t, newLocation, func(ctx context.Context, dsn string) (*mysqlstore.Store, error) {
+		return openWithEffects(ctx, dsn, cfg)
+	}, "deferred")
+}
+
+// conformanceOn runs storetest on stores that open opens at the locations
+// newLoc makes, each of which must run atomic work by path.
+func conformanceOn(t *testing.T, newLoc func(testing.TB) string, open func(context.Context, string) (*mysqlstore.Store, error), path string) {
 	storetest.Run(t, storetest.Harness{
-		NewLocation: newLocation,
+		NewLocation: newLoc,
 		Open: func(ctx context.Context, dsn string) (idem.Store, error) {
-			return openWithEffects(ctx, dsn, cfg)
+			s, err := open(ctx, dsn)
+			if err == nil {
+				if got := mysqlstore.Path(s); got != path {
+					_ = s.Close()
+					return nil, fmt.Errorf("the store runs atomic work by %s, want %s", got, path)
+				}
+			}
+			return s, err
 		},
-		Close:      func(s idem.Store) error { return s.(*mysqlstore.Store).Close() },
+		Close: func(s idem.Store) error {
+			ms := s.(*mysqlstore.Store)
+			return errors.Join(ms.Close(), ms.DB().Close()) // New's db is the test's to close
+		},
 		Persistent: true,
 		Effect:     effect,
 		CountEffects: func(ctx context.Context, s idem.Store, name string) (int, error) {
@@ -98,6 +118,37 @@ func TestConformance(t *testing.T) { conformance(t, nil) }
 
 func TestConformanceReplayProbe(t *testing.T) {
 	conformance(t, &mysqlstore.Config{ReplayProbe: true})
+}
+
+// On a *sql.DB of the caller's (New), the procedures run inside
+// database/sql's own transaction.
+func TestConformanceNew(t *testing.T) {
+	conformanceOn(t, newLocation, func(ctx context.Context, dsn string) (*mysqlstore.Store, error) {
+		db, err := sql.Open("mysql", dsn)
+		if err != nil {
+			return nil, err
+		}
+		s, err := mysqlstore.New(ctx, db, nil)
+		if err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+		if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS effects (name VARBINARY(255) NOT NULL) ENGINE = InnoDB`); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+		return s, nil
+	}, "procedures")
+}
+
+// An account that may not create routines gets a store that sends the
+// statements one by one.
+func TestConformanceWithoutRoutines(t *testing.T) {
+	conformanceOn(t, func(t testing.TB) string {
+		return mysqltest.WithoutRoutines(t, newLocation(t))
+	}, func(ctx context.Context, dsn string) (*mysqlstore.Store, error) {
+		return openWithEffects(ctx, dsn, nil)
+	}, "statements")
 }
 
 func TestLeasedConformance(t *testing.T) {

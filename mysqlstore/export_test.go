@@ -7,3 +7,16 @@ func SetCommitHook(s *Store, hook func() error) { s.commitHook = hook }
 
 // LatestVersion is the version of the last migration.
 func LatestVersion() int { return migrations[len(migrations)-1].version }
+
+// Path is how s runs atomic work: "deferred" (CALLs that begin and end
+// the transaction, on Open's connections), "procedures" (CALLs inside
+// database/sql's transaction) or "statements".
+func Path(s *Store) string {
+	switch {
+	case s.procs && s.deferred:
+		return "deferred"
+	case s.procs:
+		return "procedures"
+	}
+	return "statements"
+}

@@ -80,5 +80,5 @@ func (s *Store) migrate(ctx context.Context, conn *sql.Conn) error {
 			return err
 		}
 	}
-	return nil
+	return s.createProcedures(ctx, conn)
 }

@@ -17,6 +17,8 @@ type names struct {
 	migrations string // `d`.`t_migrations`
 	outbox     string // `d`.`t_outbox` (migration 2, outbox.go)
 	audit      string // `d`.`t_audit` (migration 3, admin.go)
+	beginProc  string // `d`.`t_begin` (procedure.go)
+	commitProc string // `d`.`t_commit` (procedure.go)
 	bare       string // d.t, unquoted, for lock names and errors
 }
 
@@ -28,6 +30,8 @@ func newNames(database, table string) names {
 		migrations: quote(database) + "." + quote(table+"_migrations"),
 		outbox:     quote(database) + "." + quote(table+"_outbox"),
 		audit:      quote(database) + "." + quote(table+"_audit"),
+		beginProc:  quote(database) + "." + quote(table+beginSuffix),
+		commitProc: quote(database) + "." + quote(table+commitSuffix),
 		bare:       database + "." + table,
 	}
 }

@@ -23,6 +23,8 @@ type Store struct {
 	cfg        Config
 	names      names
 	setTimeout string // the assignment of wait_timeout in the lock statement, or ""
+	procs      bool   // the procedures exist: Begin and Commit CALL them (procedure.go)
+	deferred   bool   // Open's connections: the CALLs begin and end the transaction (deferred.go)
 
 	// commitHook, set by tests, runs before COMMIT, in its goroutine.
 	commitHook func() error
@@ -70,6 +72,9 @@ func New(ctx context.Context, db *sql.DB, cfg *Config) (*Store, error) {
 			return nil, err
 		}
 	}
+	if s.procs, err = s.hasProcedures(ctx); err != nil {
+		return nil, unavailable("new: procedures", err)
+	}
 	return s, nil
 }
 
@@ -93,7 +98,7 @@ func Open(ctx context.Context, dsn string, cfg *Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := sql.OpenDB(connector)
+	db := sql.OpenDB(deferredConnector{connector})
 	var probe *sql.DB
 	if c.ProbeDB == nil && c.ProbeConns > 0 {
 		probe = sql.OpenDB(connector)
@@ -114,6 +119,7 @@ func Open(ctx context.Context, dsn string, cfg *Config) (*Store, error) {
 		return nil, err
 	}
 	s.owned = true
+	s.deferred = true
 	return s, nil
 }
 
@@ -152,6 +158,10 @@ func (s *Store) Table() string { return s.cfg.Table }
 // transaction has ended, and the server when the session ends (a crash, a
 // cut connection, IdleTimeout).
 //
+// Where Migrate could create its procedures, the lock, the read and the
+// savepoint are one CALL (procedure.go), and on Open's connections that
+// CALL also begins the transaction (deferred.go).
+//
 // With Config.ReplayProbe, or with Config.ProbeDB when the database has
 // no idle connection, a probe outside any transaction answers a replay or
 // an in-flight refusal first (see probe).
@@ -168,6 +178,9 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 		return nil, nil, unavailable("begin: connection", ctxCause(ctx, err))
 	}
 	name := lockName(s.names, p.Scope, p.Key)
+	if s.procs {
+		return s.beginWithCall(ctx, conn, name, p)
+	}
 	locked, rec, err := s.lockAndRead(ctx, conn, name, p.Scope, p.Key)
 	if err != nil {
 		closeConn(conn)
@@ -184,17 +197,35 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 		releaseLock(ctx, conn, name)
 		return rec, nil, nil
 	}
-	// database/sql rolls a transaction back by itself when the context
-	// given to BeginTx ends, and the Guard commits a work that succeeded
-	// even after the caller's ctx has ended: the transaction's context is
-	// detached from ctx and ended by the Tx. Until Begin returns, the end
-	// of ctx cancels it.
+	tx, cancel, err := openTx(ctx, conn, nil, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "SAVEPOINT "+savepoint)
+		return err
+	})
+	if err != nil {
+		closeConn(conn) // the server releases the lock with the session
+		return nil, nil, unavailable("begin", ctxCause(ctx, err))
+	}
+	return nil, &Tx{store: s, conn: conn, tx: tx, cancel: cancel, lock: name, scope: p.Scope, key: p.Key, expiredRow: rec != nil}, nil
+}
+
+// openTx begins a transaction on conn and runs first in it.
+//
+// database/sql rolls a transaction back by itself when the context given
+// to BeginTx ends, and the Guard commits a work that succeeded even after
+// the caller's ctx has ended: the transaction's context is detached from
+// ctx and ended by cancel. With d, BeginTx sends nothing: first's CALL
+// begins the transaction (deferred.go). Until openTx returns, the end of ctx cancels
+// it. On an error, the transaction is rolled back and the caller closes
+// conn.
+func openTx(ctx context.Context, conn *sql.Conn, d *deferredTx, first func(*sql.Tx) error) (*sql.Tx, context.CancelFunc, error) {
 	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	if d != nil {
+		tctx = withDeferredTx(tctx, d)
+	}
 	stop := context.AfterFunc(ctx, cancel)
 	tx, err := conn.BeginTx(tctx, nil)
 	if err == nil {
-		_, err = tx.ExecContext(ctx, "SAVEPOINT "+savepoint)
-		if err != nil {
+		if err = first(tx); err != nil {
 			_ = tx.Rollback()
 		}
 	}
@@ -205,10 +236,9 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 	if err != nil {
 		stop()
 		cancel()
-		closeConn(conn) // the server releases the lock with the session
-		return nil, nil, unavailable("begin", ctxCause(ctx, err))
+		return nil, nil, err
 	}
-	return nil, &Tx{store: s, conn: conn, tx: tx, cancel: cancel, lock: name, scope: p.Scope, key: p.Key, expiredRow: rec != nil}, nil
+	return tx, cancel, nil
 }
 
 // savepoint is the savepoint Begin sets and Commit releases: a work that

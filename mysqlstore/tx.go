@@ -16,6 +16,7 @@ type Tx struct {
 	store      *Store
 	conn       *sql.Conn
 	tx         *sql.Tx
+	deferred   *deferredTx        // the transaction is the CALLs' (deferred.go), or nil
 	cancel     context.CancelFunc // ends the context tx was begun with
 	lock       string
 	scope, key string
@@ -51,7 +52,8 @@ func TxFrom(ctx context.Context) (*sql.Tx, bool) {
 // Handle implements idem.Tx; it returns the transaction as a *sql.Tx.
 func (t *Tx) Handle() any { return t.tx }
 
-// Commit implements idem.Tx. In the work's transaction, it releases
+// Commit implements idem.Tx. Where the procedures exist, the statements
+// below are one CALL (procedure.go). In the work's transaction, it releases
 // Begin's savepoint (which fails if the work ended the transaction), then
 // deletes the key's record if Begin saw it expired (and only if it still
 // is), inserts p.Record and commits; then it releases the key's lock, in the
@@ -81,6 +83,9 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	if err != nil {
 		return fail("commit", err)
 	}
+	if t.store.procs {
+		return t.commitCall(ctx, p, headers)
+	}
 	if _, err := t.tx.ExecContext(ctx, "RELEASE SAVEPOINT "+savepoint); err != nil {
 		if isErr(err, errSavepointMissing) || errors.Is(err, sql.ErrTxDone) {
 			err = fmt.Errorf("%w: %w", errWorkEndedTx, err)
@@ -106,9 +111,7 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 		headers+", "+hexLit(body)+", "+intLit(micros(r.CreatedAt))+", "+intLit(micros(r.ExpiresAt))+", '', '')")
 	if isErr(err, errDupEntry) {
 		t.end(ctx, false)
-		// MySQL's message quotes the key's value: it stays out of the
-		// error, which ends up in logs.
-		return fmt.Errorf("%w: mysqlstore: %s: the primary key refused the insert (error %d)", idem.ErrConflict, recordName(t.scope, t.key), errDupEntry)
+		return dupRecord(t.scope, t.key)
 	}
 	if err != nil {
 		return fail("commit: insert", err)
@@ -166,7 +169,7 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 // it replays the winner's record when this node has applied it, and
 // answers in flight otherwise; the effect ran in no committed transaction.
 func lostToConcurrent(scope, key string, err error) error {
-	return fmt.Errorf("%w: mysqlstore: %s: rolled back for a concurrent transaction (error %d): %w", idem.ErrConflict, recordName(scope, key), errLockDeadlock, err)
+	return fmt.Errorf("%w: mysqlstore: %s: rolled back for a concurrent transaction (error %d): %w", idem.ErrConflict, recordName(scope, key), mustNumber(err), err)
 }
 
 // end rolls back what is left of the transaction, unless committed, and

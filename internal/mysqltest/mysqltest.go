@@ -105,3 +105,24 @@ func exec(t testing.TB, dsn, stmt string) {
 		t.Errorf("%s: %v", stmt, err)
 	}
 }
+
+// WithoutRoutines returns dsn (of a database made by Database) reached as
+// an account of its own, dropped at clean-up, that has every privilege on
+// the database but CREATE ROUTINE and ALTER ROUTINE.
+func WithoutRoutines(t testing.TB, dsn string) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	user := "idem_nr_" + hex.EncodeToString(b[:])
+	base := Require(t)
+	exec(t, base, "CREATE USER '"+user+"'@'%'")
+	t.Cleanup(func() { exec(t, base, "DROP USER IF EXISTS '"+user+"'@'%'") })
+	exec(t, base, "GRANT ALL PRIVILEGES ON `"+cfg.DBName+"`.* TO '"+user+"'@'%'")
+	exec(t, base, "REVOKE CREATE ROUTINE, ALTER ROUTINE ON `"+cfg.DBName+"`.* FROM '"+user+"'@'%'")
+	cfg.User, cfg.Passwd = user, ""
+	return cfg.FormatDSN()
+}

@@ -1,0 +1,186 @@
+package mysqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/mysqltest"
+	"github.com/idemkit/idem/mysqlstore"
+)
+
+// Statements the client sent on the pool's one connection while do ran
+// (MySQL's Questions counts neither those inside a procedure nor, here,
+// the SHOW that reads it).
+func statements(t *testing.T, db *sql.DB, do func()) int {
+	t.Helper()
+	read := func() int {
+		var name string
+		var n int
+		if err := db.QueryRow("SHOW SESSION STATUS LIKE 'Questions'").Scan(&name, &n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := read()
+	do()
+	return read() - before - 1
+}
+
+// A first execution costs the work's statement (one here) and two of the store's
+// on Open's connections (a CALL begins the transaction, a CALL commits
+// it), four on a *sql.DB of yours (database/sql's START TRANSACTION and
+// COMMIT around them), and eight, one by one, where the account may not
+// create the procedures. A replay costs one CALL on Open's connections.
+func TestStatementsOfAFirstExecution(t *testing.T) {
+	mysqltest.Require(t)
+	ctx := context.Background()
+	for _, tt := range []struct {
+		path          string
+		open          func(t *testing.T) (*mysqlstore.Store, *sql.DB)
+		first, replay int
+	}{
+		{"deferred", func(t *testing.T) (*mysqlstore.Store, *sql.DB) {
+			_, dsn := mysqltest.Database(t)
+			s := open(t, interpolate(t, dsn), &mysqlstore.Config{ProbeConns: -1})
+			return s, s.DB()
+		}, 3, 1},
+		{"procedures", func(t *testing.T) (*mysqlstore.Store, *sql.DB) {
+			_, dsn := mysqltest.Database(t)
+			db, err := sql.Open("mysql", interpolate(t, dsn))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = db.Close() })
+			s, err := mysqlstore.New(ctx, db, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(`CREATE TABLE effects (name VARBINARY(255) NOT NULL) ENGINE = InnoDB`); err != nil {
+				t.Fatal(err)
+			}
+			return s, db
+		}, 5, 3},
+		{"statements", func(t *testing.T) (*mysqlstore.Store, *sql.DB) {
+			_, dsn := mysqltest.Database(t)
+			s := open(t, interpolate(t, mysqltest.WithoutRoutines(t, dsn)), &mysqlstore.Config{ProbeConns: -1})
+			return s, s.DB()
+		}, 9, 3},
+	} {
+		t.Run(tt.path, func(t *testing.T) {
+			s, db := tt.open(t)
+			if got := mysqlstore.Path(s); got != tt.path {
+				t.Fatalf("the store runs atomic work by %s, want %s", got, tt.path)
+			}
+			db.SetMaxOpenConns(1)
+			g, err := idem.New(s, &idem.Config{ReplayCacheBytes: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			do := func() {
+				if _, _, err := g.Do(ctx, idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}, work("e", idem.Result{Status: 201})); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := statements(t, db, do); n != tt.first {
+				t.Errorf("a first execution sent %d statements, want %d", n, tt.first)
+			}
+			if n := statements(t, db, do); n != tt.replay {
+				t.Errorf("a replay sent %d statements, want %d", n, tt.replay)
+			}
+			if n := count(t, s, "e"); n != 1 {
+				t.Errorf("effects = %d, want 1", n)
+			}
+		})
+	}
+}
+
+// A store opened on tables whose procedures are missing (an account that
+// may not create them, an older release's migrations) works by
+// statements, and picks the procedures up once a store that may has
+// created them.
+func TestProceduresCreatedLater(t *testing.T) {
+	mysqltest.Require(t)
+	_, dsn := mysqltest.Database(t)
+	limited := open(t, mysqltest.WithoutRoutines(t, dsn), nil)
+	if got := mysqlstore.Path(limited); got != "statements" {
+		t.Fatalf("without CREATE ROUTINE: %s, want statements", got)
+	}
+	full := open(t, dsn, nil)
+	if got := mysqlstore.Path(full); got != "deferred" {
+		t.Fatalf("with CREATE ROUTINE: %s, want deferred", got)
+	}
+	// Both work on one table, side by side: one key each, then each
+	// replays the other's.
+	ctx := context.Background()
+	stores := []*mysqlstore.Store{limited, full}
+	for i, s := range stores {
+		key := fmt.Sprint("k", i)
+		if _, _, err := guard(t, s).Do(ctx, idem.Request{Scope: "s", Key: key, Fingerprint: "fp"}, work(key, idem.Result{Status: 201 + i})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, s := range stores {
+		g := guard(t, s)
+		for k := range stores {
+			key := fmt.Sprint("k", k)
+			res, _, err := g.Do(ctx, idem.Request{Scope: "s", Key: key, Fingerprint: "fp"}, work(key, idem.Result{Status: 500}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != 201+k {
+				t.Errorf("store %d, key %s: status %d, want %d (a replay)", i, key, res.Status, 201+k)
+			}
+		}
+	}
+	for k := range stores {
+		if n := count(t, full, fmt.Sprint("k", k)); n != 1 {
+			t.Errorf("effects of k%d = %d, want 1", k, n)
+		}
+	}
+}
+
+// interpolate is dsn with interpolateParams: the work's statements are
+// one round trip each.
+func interpolate(t testing.TB, dsn string) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.InterpolateParams = true
+	return cfg.FormatDSN()
+}
+
+// A procedure of the user's that bears the name of one of the store's is
+// neither replaced nor called: the store sends its statements.
+func TestProcedureOfTheSameNameLeftAlone(t *testing.T) {
+	mysqltest.Require(t)
+	name, dsn := mysqltest.Database(t)
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("CREATE PROCEDURE `" + name + "`.idem_records_begin () SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, dsn, nil)
+	if got := mysqlstore.Path(s); got != "statements" {
+		t.Fatalf("beside a procedure of the user's named as the store's: %s, want statements", got)
+	}
+	if _, _, err := guard(t, s).Do(context.Background(), idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}, work("k", idem.Result{Status: 201})); err != nil {
+		t.Fatal(err)
+	}
+	var body string
+	if err := db.QueryRow("SELECT ROUTINE_DEFINITION FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = ? AND ROUTINE_NAME = 'idem_records_begin'", name).Scan(&body); err != nil {
+		t.Fatal(err)
+	}
+	if body != "SELECT 1" {
+		t.Errorf("the user's procedure became %q", body)
+	}
+}
