@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -36,7 +37,8 @@ import (
 // idem bench's overhead scenario (docs/BENCHMARKS.md).
 func BenchmarkTransferCPU(b *testing.B) {
 	pgtest.Require(b)
-	if serverCPU() == 0 {
+	server := "postgres"
+	if serverCPU(server) == 0 {
 		servertest.Missing(b, "BenchmarkTransferCPU", errors.New("no postgres process in /proc: the server's CPU can only be read on its own host"))
 	}
 	for _, v := range []struct {
@@ -44,13 +46,35 @@ func BenchmarkTransferCPU(b *testing.B) {
 		clients    int
 		probeConns int
 	}{{"clients=8", 8, 0}, {"clients=32", 32, 0}, {"clients=32/probe-conns=none", 32, -1}} {
-		b.Run(v.name, func(b *testing.B) { benchTransferCPU(b, v.clients, v.probeConns) })
+		b.Run(v.name, func(b *testing.B) { benchTransferCPU(b, pgtest.DSN(), server, v.clients, v.probeConns) })
 	}
 }
 
-func benchTransferCPU(b *testing.B, clients, probeConns int) {
+// BenchmarkTransferCPUMySQL is BenchmarkTransferCPU on MariaDB or MySQL
+// (mysqlstore, IDEM_MYSQL_URL or mysql://root@127.0.0.1:3306/test), the
+// server's CPU read from the process named mariadbd or mysqld:
+//
+//	go test -run '^$' -bench TransferCPUMySQL -benchtime 6x ./cmd/idem/internal/bench/
+func BenchmarkTransferCPUMySQL(b *testing.B) {
+	url := os.Getenv("IDEM_MYSQL_URL")
+	if url == "" {
+		url = "mysql://root@127.0.0.1:3306/test"
+	}
+	server := "mariadbd"
+	if serverCPU(server) == 0 {
+		server = "mysqld"
+	}
+	if serverCPU(server) == 0 {
+		servertest.Missing(b, "BenchmarkTransferCPUMySQL", errors.New("no mariadbd or mysqld process in /proc: the server's CPU can only be read on its own host"))
+	}
+	for _, clients := range []int{8, 32} {
+		b.Run(fmt.Sprint("clients=", clients), func(b *testing.B) { benchTransferCPU(b, url, server, clients, 0) })
+	}
+}
+
+func benchTransferCPU(b *testing.B, db, server string, clients, probeConns int) {
 	ctx := context.Background()
-	cfg, err := (&Config{DB: pgtest.DSN(), Concurrency: []int{clients}}).withDefaults()
+	cfg, err := (&Config{DB: db, Concurrency: []int{clients}}).withDefaults()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -88,12 +112,12 @@ func benchTransferCPU(b *testing.B, clients, probeConns int) {
 	for i := range b.N {
 		k := i % len(variants)
 		for _, v := range append(variants[k:len(variants):len(variants)], variants[:k]...) {
-			c0, s0 := processCPU(), serverCPU()
+			c0, s0 := processCPU(), serverCPU(server)
 			if err := round(ctx, v.t, clients, time.Second, true, v.do); err != nil {
 				b.Fatal(err)
 			}
 			v.client += processCPU() - c0
-			v.server += serverCPU() - s0
+			v.server += serverCPU(server) - s0
 		}
 	}
 	b.StopTimer()
@@ -125,12 +149,12 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// serverCPU is the CPU used by every process named postgres on this host,
+// serverCPU is the CPU used by every process named name on this host,
 // the children it has reaped included, from /proc/<pid>/stat; zero when
 // there is none. A backend that ends between two readings takes its CPU
 // with it, so the readings are only meaningful while the pool's
 // connections stay open.
-func serverCPU() time.Duration {
+func serverCPU(name string) time.Duration {
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	var ticks int64
 	for _, path := range stats {
@@ -139,7 +163,7 @@ func serverCPU() time.Duration {
 			continue
 		}
 		open, end := bytes.IndexByte(st, '('), bytes.LastIndexByte(st, ')')
-		if open < 0 || end < open || !bytes.HasPrefix(st[open+1:end], []byte("postgres")) {
+		if open < 0 || end < open || !bytes.HasPrefix(st[open+1:end], []byte(name)) {
 			continue
 		}
 		// After the command: state, ppid, … utime (14th field of the
