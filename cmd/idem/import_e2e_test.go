@@ -21,7 +21,9 @@ import (
 
 	"github.com/idemkit/idem/batch"
 	"github.com/idemkit/idem/cmd/idem/internal/transfers"
+	"github.com/idemkit/idem/internal/mysqltest"
 	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/mysqlstore"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
 )
@@ -39,16 +41,34 @@ const importAccounts = 10
 // a test file moves, so that only the rows meant to be refused are.
 const importStartBalance = 1_000_000_000
 
-// newImportLedger makes a ledger with accounts a0 to a9, on SQLite or on
-// PostgreSQL (a fresh schema), as idem serve would have it.
-func newImportLedger(t *testing.T, postgres bool) *importLedger {
+// The databases an import runs on.
+const (
+	importSQLite   = "SQLite"
+	importPostgres = "Postgres"
+	importMySQL    = "MySQL"
+)
+
+// newImportLedger makes a ledger with accounts a0 to a9, on SQLite, on
+// PostgreSQL (a fresh schema) or on MySQL (a fresh database), as idem
+// serve would have it.
+func newImportLedger(t *testing.T, kind string) *importLedger {
 	t.Helper()
 	ctx := context.Background()
 	var (
 		l      = &importLedger{}
 		ledger *transfers.Database
 	)
-	if postgres {
+	switch kind {
+	case importMySQL:
+		_, dsn := mysqltest.Database(t)
+		s, err := mysqlstore.Open(ctx, dsn, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		l.db, ledger = mysqltest.URL(t, dsn), transfers.MySQL(s)
+		l.row = func(q string, dest ...any) error { return s.DB().QueryRowContext(ctx, q).Scan(dest...) }
+	case importPostgres:
 		schema, dsn := pgtest.Schema(t)
 		s, err := pgstore.Open(ctx, dsn, &pgstore.Config{Schema: schema})
 		if err != nil {
@@ -57,7 +77,7 @@ func newImportLedger(t *testing.T, postgres bool) *importLedger {
 		t.Cleanup(func() { s.Close() })
 		l.db, ledger = dsn, transfers.Postgres(s)
 		l.row = func(q string, dest ...any) error { return s.Pool().QueryRow(ctx, q).Scan(dest...) }
-	} else {
+	default:
 		l.db = filepath.Join(t.TempDir(), "ledger.db")
 		s, err := sqlitestore.Open(ctx, l.db, nil)
 		if err != nil {
@@ -77,7 +97,7 @@ func newImportLedger(t *testing.T, postgres bool) *importLedger {
 			t.Fatalf("PUT /accounts/a%d: %d %s", i, w.Code, w.Body.String())
 		}
 	}
-	if !postgres {
+	if kind == importSQLite {
 		// A read-only connection, beside the writing process.
 		ro, err := sqlitestore.Open(ctx, l.db, &sqlitestore.Config{ReadOnly: true})
 		if err != nil {
@@ -194,19 +214,16 @@ func killImportAt(t *testing.T, l *importLedger, target int64, args ...string) i
 // points and run again to its end: each row is applied once, the balances
 // are those of every row applied once, the refused rows are refused (and
 // recorded: the next run replays them), and a second full run applies
-// nothing.
+// nothing; on SQLite, PostgreSQL and MySQL.
 func TestImportKilledThreeTimesAppliesEachRowOnce(t *testing.T) {
 	t.Parallel()
-	for _, tt := range []struct {
-		name     string
-		postgres bool
-	}{{"SQLite", false}, {"Postgres", true}} {
-		t.Run(tt.name, func(t *testing.T) {
+	for _, kind := range []string{importSQLite, importPostgres, importMySQL} {
+		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			seed := e2eSeed(t)
 			t.Logf("seed %d (IDEM_E2E_SEED replays it)", seed)
 			rng := rand.New(rand.NewPCG(seed, seed))
-			l := newImportLedger(t, tt.postgres)
+			l := newImportLedger(t, kind)
 			f := writeImportFile(t, 5000)
 			good := int64(f.rows - len(f.refused))
 			// Three kill points, rising, one in each of the file's first
@@ -301,7 +318,7 @@ func writeCSV(t *testing.T, lines ...string) string {
 // and the exit status is 1.
 func TestImportMalformedFileAppliesNothing(t *testing.T) {
 	t.Parallel()
-	l := newImportLedger(t, false)
+	l := newImportLedger(t, importSQLite)
 	file := writeCSV(t,
 		"id,from,to,amount",
 		"r1,a0,a1,5",
@@ -352,7 +369,7 @@ func TestImportMalformedFileAppliesNothing(t *testing.T) {
 // lists empty rather than absent.
 func TestImportJSONShape(t *testing.T) {
 	t.Parallel()
-	l := newImportLedger(t, false)
+	l := newImportLedger(t, importSQLite)
 	file := writeCSV(t, "id,from,to,amount", "r1,a0,a1,5", "r2,a0,ghost,5")
 	out, err := exec.Command(binary, "import", "-db", l.db, "--json", file).Output()
 	if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 1 {
@@ -409,7 +426,7 @@ func TestImportJSONShape(t *testing.T) {
 // says so and applies nothing.
 func TestImportExplicitBatchShowsInTransfers(t *testing.T) {
 	t.Parallel()
-	l := newImportLedger(t, false)
+	l := newImportLedger(t, importSQLite)
 	file := writeCSV(t, "id,from,to,amount", "r1,a0,a1,5", "r2,a1,a2,7")
 	sum, code, stderr := runImport(t, "-db", l.db, "-batch", "payroll-2026-05", file)
 	if code != 0 || sum.BatchID != "payroll-2026-05" || sum.Applied != 2 {
