@@ -153,9 +153,9 @@ func (o *Outbox) Claim(ctx context.Context, n int) (outbox.Claim, error) {
 		return fail(err)
 	}
 	var (
-		msgs  []outbox.Envelope
-		seqs  []int64
-		first = map[string]int64{} // partition key → its first claimed seq
+		msgs []outbox.Envelope
+		seqs []int64
+		last = map[string]int64{} // partition key → the last seq claimed of it
 	)
 	for rows.Next() {
 		var (
@@ -178,8 +178,8 @@ func (o *Outbox) Claim(ctx context.Context, n int) (outbox.Claim, error) {
 			_ = tx.Rollback()
 			return nil, fmt.Errorf("mysqlstore: outbox message %s: headers: %w", e.ID, err)
 		}
-		if _, ok := first[e.PartitionKey]; !ok && e.PartitionKey != "" {
-			first[e.PartitionKey] = seq
+		if e.PartitionKey != "" {
+			last[e.PartitionKey] = seq
 		}
 		msgs = append(msgs, e)
 		seqs = append(seqs, seq)
@@ -187,16 +187,16 @@ func (o *Outbox) Claim(ctx context.Context, n int) (outbox.Claim, error) {
 	if err := rows.Err(); err != nil {
 		return fail(err)
 	}
-	// A pending message of a partition key earlier than the first this
-	// claim locked is another claim's (SKIP LOCKED passed it over): the
-	// key's messages wait for that claim to end.
-	blocked, err := o.blockedKeys(ctx, tx, first)
+	// A pending message of a partition key that this claim did not lock,
+	// before one it did, is another claim's (SKIP LOCKED passed it over):
+	// the key's messages from there on wait for that claim to end.
+	cut, err := o.cutoffs(ctx, tx, last, seqs)
 	if err != nil {
 		return fail(err)
 	}
 	c := &claim{o: o, tx: tx, seq: map[string]int64{}, attempt: map[string]int{}}
 	for i, e := range msgs {
-		if blocked[e.PartitionKey] {
+		if at, ok := cut[e.PartitionKey]; ok && seqs[i] > at {
 			continue
 		}
 		c.msgs = append(c.msgs, e)
@@ -206,31 +206,43 @@ func (o *Outbox) Claim(ctx context.Context, n int) (outbox.Claim, error) {
 	return c, nil
 }
 
-// blockedKeys returns the partition keys of first that have a pending
-// message staged before the first one the claim holds.
-func (o *Outbox) blockedKeys(ctx context.Context, tx *sql.Tx, first map[string]int64) (map[string]bool, error) {
-	if len(first) == 0 {
+// cutoffs returns, for each partition key of last (the key and the last
+// seq the claim locked of it), the first pending message of the key
+// before that seq which the claim did not lock (held, the seqs it
+// locked), if there is one. The claim publishes none of the key's
+// messages after it: they would overtake it. With no per-key lock in the
+// claim's scan, two claims can hold interleaved messages of one key;
+// only the one that holds the key's first pending message publishes,
+// and only up to the other's first.
+func (o *Outbox) cutoffs(ctx context.Context, tx *sql.Tx, last map[string]int64, held []int64) (map[string]int64, error) {
+	if len(last) == 0 {
 		return nil, nil
 	}
-	conds := make([]string, 0, len(first))
-	for pk, seq := range first {
+	conds := make([]string, 0, len(last))
+	for pk, seq := range last {
 		conds = append(conds, "(partition_key = "+hexLit(pk)+" AND seq < "+intLit(seq)+")")
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT DISTINCT partition_key FROM "+o.store.names.outbox+
-		" WHERE sent_at IS NULL AND parked_at IS NULL AND ("+strings.Join(conds, " OR ")+")")
+	in := make([]string, len(held))
+	for i, seq := range held {
+		in[i] = intLit(seq)
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT partition_key, MIN(seq) FROM "+o.store.names.outbox+
+		" WHERE sent_at IS NULL AND parked_at IS NULL AND ("+strings.Join(conds, " OR ")+")"+
+		" AND seq NOT IN ("+strings.Join(in, ", ")+") GROUP BY partition_key")
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	blocked := map[string]bool{}
+	cut := map[string]int64{}
 	for rows.Next() {
 		var pk []byte
-		if err := rows.Scan(&pk); err != nil {
+		var seq int64
+		if err := rows.Scan(&pk, &seq); err != nil {
 			return nil, err
 		}
-		blocked[string(pk)] = true
+		cut[string(pk)] = seq
 	}
-	return blocked, rows.Err()
+	return cut, rows.Err()
 }
 
 type claim struct {

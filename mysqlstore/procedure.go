@@ -174,16 +174,19 @@ func (t *Tx) commitCall(ctx context.Context, p *idem.CommitParams, headers strin
 			}
 		}
 		_, err := t.tx.ExecContext(context.WithoutCancel(ctx), stmt)
-		done <- err
 		if err == nil {
 			// The CALL committed and released the lock; this Commit
-			// only ends the *sql.Tx so that the connection goes back
-			// to the pool (a COMMIT with no transaction, on a
-			// connection of yours).
+			// ends the *sql.Tx before Commit returns, so that a
+			// statement sent through it afterwards gets ErrTxDone
+			// (a COMMIT with no transaction on a connection of
+			// yours, nothing on Open's).
 			if t.deferred != nil {
 				t.deferred.committed = true
 			}
 			_ = t.tx.Commit()
+		}
+		done <- err
+		if err == nil {
 			t.cancel()
 			_ = t.conn.Close()
 		}

@@ -214,27 +214,31 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 // to BeginTx ends, and the Guard commits a work that succeeded even after
 // the caller's ctx has ended: the transaction's context is detached from
 // ctx and ended by cancel. With d, BeginTx sends nothing: first's CALL
-// begins the transaction (deferred.go). Until openTx returns, the end of ctx cancels
-// it. On an error, the transaction is rolled back and the caller closes
+// begins the transaction (deferred.go). On an error, the transaction is rolled back and the caller closes
 // conn.
 func openTx(ctx context.Context, conn *sql.Conn, d *deferredTx, first func(*sql.Tx) error) (*sql.Tx, context.CancelFunc, error) {
 	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	if d != nil {
 		tctx = withDeferredTx(tctx, d)
 	}
-	stop := context.AfterFunc(ctx, cancel)
-	tx, err := conn.BeginTx(tctx, nil)
+	// ctx is checked before and after, not watched: a rollback by
+	// database/sql's goroutine in the middle of first would race with
+	// it. first's statements run under ctx, which interrupts them.
+	err := ctx.Err()
+	var tx *sql.Tx
+	if err == nil {
+		tx, err = conn.BeginTx(tctx, nil)
+	}
 	if err == nil {
 		if err = first(tx); err != nil {
 			_ = tx.Rollback()
 		}
 	}
-	if err == nil && !stop() {
+	if err == nil && ctx.Err() != nil {
 		_ = tx.Rollback()
 		err = context.Cause(ctx)
 	}
 	if err != nil {
-		stop()
 		cancel()
 		return nil, nil, err
 	}
