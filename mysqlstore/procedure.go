@@ -150,14 +150,7 @@ func (s *Store) beginCall(ctx context.Context, tx *sql.Tx, name string, p *idem.
 // caller past ctx.
 func (t *Tx) commitCall(ctx context.Context, p *idem.CommitParams, headers string) error {
 	r := p.Record
-	state := r.State
-	if state == "" {
-		state = idem.StateCompleted
-	}
-	body := r.Result.Body
-	if body == nil {
-		body = []byte{}
-	}
+	state, body := storedValues(r)
 	expired := "NULL"
 	if t.expiredRow {
 		expired = intLit(micros(p.Now))

@@ -214,8 +214,8 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 // to BeginTx ends, and the Guard commits a work that succeeded even after
 // the caller's ctx has ended: the transaction's context is detached from
 // ctx and ended by cancel. With d, BeginTx sends nothing: first's CALL
-// begins the transaction (deferred.go). On an error, the transaction is rolled back and the caller closes
-// conn.
+// begins the transaction (deferred.go). On an error, the transaction is
+// rolled back and the caller closes conn.
 func openTx(ctx context.Context, conn *sql.Conn, d *deferredTx, first func(*sql.Tx) error) (*sql.Tx, context.CancelFunc, error) {
 	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	if d != nil {

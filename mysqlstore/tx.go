@@ -98,14 +98,7 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 			return fail("commit: delete expired", err)
 		}
 	}
-	state := r.State
-	if state == "" {
-		state = idem.StateCompleted
-	}
-	body := r.Result.Body
-	if body == nil {
-		body = []byte{}
-	}
+	state, body := storedValues(r)
 	_, err = t.tx.ExecContext(ctx, "INSERT INTO "+t.store.names.table+" (scope, `key`, fingerprint, state, status, headers, body, created_at, expires_at, kind, last_error) VALUES ("+
 		hexLit(t.scope)+", "+hexLit(t.key)+", "+hexLit(r.Fingerprint)+", "+hexLit(string(state))+", "+intLit(int64(r.Result.Status))+", "+
 		headers+", "+hexLit(body)+", "+intLit(micros(r.CreatedAt))+", "+intLit(micros(r.ExpiresAt))+", '', '')")
@@ -197,4 +190,17 @@ func (t *Tx) Rollback(ctx context.Context) error {
 func mustNumber(err error) uint16 {
 	n, _ := errNumber(err)
 	return n
+}
+
+// storedValues are the state and body the record r is stored with: a
+// record without a state is completed, a nil body is empty.
+func storedValues(r *idem.Record) (idem.State, []byte) {
+	state, body := r.State, r.Result.Body
+	if state == "" {
+		state = idem.StateCompleted
+	}
+	if body == nil {
+		body = []byte{}
+	}
+	return state, body
 }
