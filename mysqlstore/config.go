@@ -38,11 +38,15 @@ type Config struct {
 
 	// IdleTimeout is the longest a connection that holds a key (the
 	// work's, or a local step's) may stay silent between two statements:
-	// the store sets the session's wait_timeout to it while it holds the
-	// key, and puts the server's back when it lets go. Past it the server
-	// closes the session, which rolls the transaction back and releases
-	// the key's lock: the work's next statement fails with a transient
-	// error and nothing is recorded.
+	// the store sets the session's wait_timeout to it when it takes the
+	// key. Past it the server closes the session, which rolls the
+	// transaction back and releases the key's lock: the work's next
+	// statement fails with a transient error and nothing is recorded.
+	// The setting stays on the pooled connection once the key is let go:
+	// Open's pool closes idle connections before it (SetConnMaxIdleTime
+	// at half of it); on a *sql.DB of yours (New), set SetConnMaxIdleTime
+	// below it, or the server closes idle connections of the pool, which
+	// database/sql replaces when it next takes them.
 	//
 	// It bounds how long a host that vanished without closing its
 	// connections (a power loss, a partition) holds a key; without it,

@@ -13,9 +13,9 @@ func LatestVersion() int { return migrations[len(migrations)-1].version }
 // database/sql's transaction) or "statements".
 func Path(s *Store) string {
 	switch {
-	case s.procs && s.deferred:
+	case s.procs.Load() && s.deferred:
 		return "deferred"
-	case s.procs:
+	case s.procs.Load():
 		return "procedures"
 	}
 	return "statements"

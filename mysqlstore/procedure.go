@@ -5,13 +5,16 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/idemkit/idem"
 )
 
 // A first execution in atomic mode is a few statements of the store's
 // around the work's. go-sql-driver sends one statement per round trip,
-// and a stored procedure runs several in one: Begin's lock, read and
+// and a stored procedure runs several in one: Begin's lock, read, transaction and
 // savepoint are one CALL, Commit's savepoint check, INSERT, COMMIT and
 // lock release another. The procedures hold no logic of their own that
 // the statement path lacks: they are its statements, in its order, with
@@ -27,12 +30,15 @@ import (
 // procedureStatements are the CREATE PROCEDURE statements of n's table.
 func procedureStatements(n names) []string {
 	return []string{
-		`CREATE PROCEDURE IF NOT EXISTS ` + n.beginProc + ` (p_lock VARBINARY(64), p_scope VARBINARY(255), p_key VARBINARY(255), p_now BIGINT, p_wait INT, p_start BOOL)
+		`CREATE PROCEDURE IF NOT EXISTS ` + n.beginProc + ` (p_lock VARBINARY(64), p_scope VARBINARY(255), p_key VARBINARY(255), p_now BIGINT, p_wait INT, p_open BOOL)
 	MODIFIES SQL DATA SQL SECURITY INVOKER
-	COMMENT 'idem mysqlstore: Begin (the key''s lock, its record, the savepoint)'
+	COMMENT 'idem mysqlstore: Begin (the key''s lock, its record, the transaction and its savepoint)'
 BEGIN
 	DECLARE v_locked INT DEFAULT NULL;
 	DECLARE v_live INT DEFAULT 0;
+	IF p_open THEN
+		COMMIT;
+	END IF;
 	IF p_wait IS NOT NULL THEN
 		SET SESSION wait_timeout = p_wait;
 	END IF;
@@ -41,14 +47,13 @@ BEGIN
 		SELECT COUNT(*) INTO v_live FROM ` + n.table + ` WHERE scope = p_scope AND ` + "`key`" + ` = p_key AND (state = 'pending' OR expires_at > p_now);
 		IF v_live > 0 THEN
 			DO RELEASE_LOCK(p_lock);
-		ELSE
-			IF p_start THEN
-				START TRANSACTION;
-			END IF;
-			SAVEPOINT idem_begin;
 		END IF;
 	END IF;
 	SELECT v_locked, v_live, ` + prefixed("r.") + ` FROM (SELECT 1) AS d LEFT JOIN ` + n.table + ` AS r ON r.scope = p_scope AND r.` + "`key`" + ` = p_key;
+	IF v_locked = 1 AND v_live = 0 THEN
+		START TRANSACTION;
+		SAVEPOINT idem_begin;
+	END IF;
 END`,
 		`CREATE PROCEDURE IF NOT EXISTS ` + n.commitProc + ` (p_lock VARBINARY(64), p_scope VARBINARY(255), p_key VARBINARY(255),
 	p_fingerprint BLOB, p_state VARBINARY(16), p_status INT, p_headers BLOB, p_body LONGBLOB,
@@ -107,6 +112,26 @@ func (s *Store) hasProcedures(ctx context.Context) (bool, error) {
 	return n == 2, err
 }
 
+// procedureUnusable reports whether err is a CALL's refusal to run one
+// of the store's procedures: the account may not execute it (a grant
+// without EXECUTE still shows it in information_schema), or it was
+// dropped under the running store. The store then goes on by
+// statements. A missing SAVEPOINT is the same error number, raised
+// inside the commit procedure: that one is the work's doing.
+func procedureUnusable(err error) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	switch me.Number {
+	case errProcAccessDenied:
+		return true
+	case errSavepointMissing:
+		return strings.HasPrefix(me.Message, "PROCEDURE ")
+	}
+	return false
+}
+
 // procedureComment begins the COMMENT of the store's procedures.
 const procedureComment = "idem mysqlstore: "
 
@@ -116,16 +141,20 @@ const (
 	commitSuffix = "_commit"
 )
 
-// beginCall is Begin's lock, read and savepoint in one CALL, in the
-// transaction tx that Begin has just begun (no statement before it has
-// read a table, so the transaction's snapshot is taken after the lock is
-// granted). It reports whether the key's lock was granted, whether the
-// procedure found a live record (and then released the lock), and the
-// record.
-func (s *Store) beginCall(ctx context.Context, tx *sql.Tx, name string, p *idem.BeginParams, start bool) (locked, live bool, rec *idem.Record, err error) {
-	begin := "FALSE"
-	if start {
-		begin = "TRUE"
+// beginCall is Begin's lock, read, transaction and savepoint in one
+// CALL, through tx. The reads run outside any transaction, as the
+// statement path's do: under SERIALIZABLE a read inside one is a
+// locking read, which would wait on a row lock and leave gap locks that
+// make two keys' INSERTs deadlock. On a connection of yours (open),
+// database/sql has already begun tx's transaction: the procedure commits
+// it, empty, first. The transaction the work runs in is the one the
+// procedure starts after its reads. It reports whether the key's lock
+// was granted, whether the procedure found a live record (and then
+// released the lock), and the record.
+func (s *Store) beginCall(ctx context.Context, tx *sql.Tx, name string, p *idem.BeginParams, open bool) (locked, live bool, rec *idem.Record, err error) {
+	begun := "FALSE"
+	if open {
+		begun = "TRUE"
 	}
 	wait := "NULL"
 	if sec := s.cfg.idleSeconds(); sec > 0 {
@@ -135,7 +164,7 @@ func (s *Store) beginCall(ctx context.Context, tx *sql.Tx, name string, p *idem.
 	var n int64
 	var nr nullRecord
 	err = tx.QueryRowContext(ctx, "CALL "+s.names.beginProc+"("+hexLit(name)+", "+hexLit(p.Scope)+", "+hexLit(p.Key)+", "+
-		intLit(micros(p.Now))+", "+wait+", "+begin+")").Scan(append([]any{&got, &n}, nr.dest()...)...)
+		intLit(micros(p.Now))+", "+wait+", "+begun+")").Scan(append([]any{&got, &n}, nr.dest()...)...)
 	if err != nil {
 		return false, false, nil, err
 	}
@@ -198,6 +227,13 @@ func (t *Tx) commitCall(ctx context.Context, p *idem.CommitParams, headers strin
 	if err == nil {
 		return nil
 	}
+	if procedureUnusable(err) {
+		// The CALL did not run: the transaction, its savepoint and the
+		// key's lock are as Begin left them, and the statements commit
+		// them.
+		t.store.procs.Store(false)
+		return t.commitStatements(ctx, p, headers)
+	}
 	t.end(context.WithoutCancel(ctx), false)
 	switch {
 	case isErr(err, errSavepointMissing) || errors.Is(err, sql.ErrTxDone):
@@ -230,13 +266,19 @@ func (s *Store) beginWithCall(ctx context.Context, conn *sql.Conn, name string, 
 	}
 	tx, cancel, err := openTx(ctx, conn, d, func(tx *sql.Tx) error {
 		var err error
-		locked, live, rec, err = s.beginCall(ctx, tx, name, p, d != nil)
+		locked, live, rec, err = s.beginCall(ctx, tx, name, p, d == nil)
 		if d != nil && err == nil {
 			d.open = locked && !live
 		}
 		return err
 	})
 	if err != nil {
+		if procedureUnusable(err) {
+			// Nothing ran, and the transaction was rolled back: the
+			// statements do the same on the same connection.
+			s.procs.Store(false)
+			return s.beginStatements(ctx, conn, name, p)
+		}
 		closeConn(conn) // the server releases the lock with the session
 		return nil, nil, unavailable("begin", ctxCause(ctx, err))
 	}

@@ -184,3 +184,104 @@ func TestProcedureOfTheSameNameLeftAlone(t *testing.T) {
 		t.Errorf("the user's procedure became %q", body)
 	}
 }
+
+// An account that sees the store's procedures but may not execute them
+// (EXECUTE revoked, the tables and procedures migrated by another
+// account) is served by statements: its first CALL is refused, nothing
+// of it ran, and the store goes on without its procedures. (Its own
+// Migrate would get it EXECUTE: MariaDB grants a routine's creator its
+// privileges on CREATE PROCEDURE IF NOT EXISTS of one that exists.)
+func TestProceduresWithoutExecute(t *testing.T) {
+	mysqltest.Require(t)
+	_, dsn := mysqltest.Database(t)
+	open(t, dsn, nil) // creates the procedures
+	for _, path := range []string{"deferred", "procedures"} {
+		t.Run(path, func(t *testing.T) {
+			limited := mysqltest.WithoutExecute(t, dsn)
+			var s *mysqlstore.Store
+			if path == "deferred" {
+				s = open(t, limited, &mysqlstore.Config{SkipMigrate: true})
+			} else {
+				db, err := sql.Open("mysql", limited)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = db.Close() })
+				if s, err = mysqlstore.New(context.Background(), db, &mysqlstore.Config{SkipMigrate: true}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := mysqlstore.Path(s); got != path {
+				t.Fatalf("the procedures are visible, so the store starts on %s; got %s", path, got)
+			}
+			g := guard(t, s)
+			for i := range 2 {
+				key := path + fmt.Sprint(i)
+				if _, _, err := g.Do(context.Background(), idem.Request{Scope: "s", Key: key, Fingerprint: "fp"}, work(key, idem.Result{Status: 201})); err != nil {
+					t.Fatalf("%s: %v", key, err)
+				}
+				if n := count(t, s, key); n != 1 {
+					t.Errorf("%s: %d effects, want 1", key, n)
+				}
+			}
+			if got := mysqlstore.Path(s); got != "statements" {
+				t.Errorf("after a refused CALL the store runs by %s, want statements", got)
+			}
+		})
+	}
+}
+
+// Procedures dropped under a running store (an operator's clean-up, a
+// restore without routines): a Begin that finds the begin procedure gone
+// goes on by statements, and so does a Commit that finds the commit
+// procedure gone after its Begin ran by CALL; neither is reported as the
+// work ending the transaction.
+func TestProceduresDroppedUnderARunningStore(t *testing.T) {
+	mysqltest.Require(t)
+	ctx := context.Background()
+	drop := func(t *testing.T, db *sql.DB, procs ...string) {
+		t.Helper()
+		for _, p := range procs {
+			if _, err := db.Exec("DROP PROCEDURE " + p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Run("BeforeCommit", func(t *testing.T) {
+		_, dsn := mysqltest.Database(t)
+		s := open(t, dsn, nil)
+		admin := open(t, dsn, nil).DB()
+		res, _, err := guard(t, s).Do(ctx, idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}, func(ctx context.Context) (idem.Result, error) {
+			drop(t, admin, "idem_records_commit")
+			return idem.Result{Status: 201}, effect(ctx, "k")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != 201 || count(t, s, "k") != 1 {
+			t.Fatalf("status %d, %d effects; want 201 and 1", res.Status, count(t, s, "k"))
+		}
+		if got := mysqlstore.Path(s); got != "statements" {
+			t.Errorf("after the commit procedure was dropped: %s, want statements", got)
+		}
+		// The record is there: a retry is a replay.
+		res, _, err = guard(t, s).Do(ctx, idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}, work("k", idem.Result{Status: 500}))
+		if err != nil || res.Status != 201 || count(t, s, "k") != 1 {
+			t.Fatalf("the retry: status %d, %v, %d effects; want a replay of 201 and 1 effect", res.Status, err, count(t, s, "k"))
+		}
+	})
+	t.Run("BeforeBegin", func(t *testing.T) {
+		_, dsn := mysqltest.Database(t)
+		s := open(t, dsn, nil)
+		drop(t, s.DB(), "idem_records_begin", "idem_records_commit")
+		if _, _, err := guard(t, s).Do(ctx, idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}, work("k", idem.Result{Status: 201})); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(t, s, "k"); n != 1 {
+			t.Fatalf("%d effects, want 1", n)
+		}
+		if got := mysqlstore.Path(s); got != "statements" {
+			t.Errorf("after the procedures were dropped: %s, want statements", got)
+		}
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -22,9 +23,9 @@ type Store struct {
 	owned      bool // Open created db (and ProbeDB): Close closes them
 	cfg        Config
 	names      names
-	setTimeout string // the assignment of wait_timeout in the lock statement, or ""
-	procs      bool   // the procedures exist: Begin and Commit CALL them (procedure.go)
-	deferred   bool   // Open's connections: the CALLs begin and end the transaction (deferred.go)
+	setTimeout string      // the assignment of wait_timeout in the lock statement, or ""
+	procs      atomic.Bool // the procedures exist and may be called: Begin and Commit CALL them (procedure.go)
+	deferred   bool        // Open's connections: the CALLs begin and end the transaction (deferred.go)
 
 	// commitHook, set by tests, runs before COMMIT, in its goroutine.
 	commitHook func() error
@@ -72,9 +73,11 @@ func New(ctx context.Context, db *sql.DB, cfg *Config) (*Store, error) {
 			return nil, err
 		}
 	}
-	if s.procs, err = s.hasProcedures(ctx); err != nil {
+	procs, err := s.hasProcedures(ctx)
+	if err != nil {
 		return nil, unavailable("new: procedures", err)
 	}
+	s.procs.Store(procs)
 	return s, nil
 }
 
@@ -178,9 +181,16 @@ func (s *Store) Begin(ctx context.Context, p *idem.BeginParams) (*idem.Record, i
 		return nil, nil, unavailable("begin: connection", ctxCause(ctx, err))
 	}
 	name := lockName(s.names, p.Scope, p.Key)
-	if s.procs {
+	if s.procs.Load() {
 		return s.beginWithCall(ctx, conn, name, p)
 	}
+	return s.beginStatements(ctx, conn, name, p)
+}
+
+// beginStatements is Begin on a store without procedures, on conn: the
+// lock and the read, then the transaction and its savepoint, one
+// statement at a time.
+func (s *Store) beginStatements(ctx context.Context, conn *sql.Conn, name string, p *idem.BeginParams) (*idem.Record, idem.Tx, error) {
 	locked, rec, err := s.lockAndRead(ctx, conn, name, p.Scope, p.Key)
 	if err != nil {
 		closeConn(conn)

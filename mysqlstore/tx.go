@@ -83,9 +83,24 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	if err != nil {
 		return fail("commit", err)
 	}
-	if t.store.procs {
+	if t.store.procs.Load() {
 		return t.commitCall(ctx, p, headers)
 	}
+	return t.commitStatements(ctx, p, headers)
+}
+
+// commitStatements is Commit on a store without procedures: the
+// savepoint's release, the expired record's DELETE, the record's INSERT
+// and COMMIT, one statement at a time.
+func (t *Tx) commitStatements(ctx context.Context, p *idem.CommitParams, headers string) error {
+	fail := func(op string, err error) error {
+		t.end(ctx, false)
+		if isErr(err, errLockDeadlock) {
+			return lostToConcurrent(t.scope, t.key, err)
+		}
+		return unavailable(op, ctxCause(ctx, err))
+	}
+	r := p.Record
 	if _, err := t.tx.ExecContext(ctx, "RELEASE SAVEPOINT "+savepoint); err != nil {
 		if isErr(err, errSavepointMissing) || errors.Is(err, sql.ErrTxDone) {
 			err = fmt.Errorf("%w: %w", errWorkEndedTx, err)
@@ -99,7 +114,7 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 		}
 	}
 	state, body := storedValues(r)
-	_, err = t.tx.ExecContext(ctx, "INSERT INTO "+t.store.names.table+" (scope, `key`, fingerprint, state, status, headers, body, created_at, expires_at, kind, last_error) VALUES ("+
+	_, err := t.tx.ExecContext(ctx, "INSERT INTO "+t.store.names.table+" (scope, `key`, fingerprint, state, status, headers, body, created_at, expires_at, kind, last_error) VALUES ("+
 		hexLit(t.scope)+", "+hexLit(t.key)+", "+hexLit(r.Fingerprint)+", "+hexLit(string(state))+", "+intLit(int64(r.Result.Status))+", "+
 		headers+", "+hexLit(body)+", "+intLit(micros(r.CreatedAt))+", "+intLit(micros(r.ExpiresAt))+", '', '')")
 	if isErr(err, errDupEntry) {

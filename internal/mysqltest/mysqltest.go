@@ -111,18 +111,34 @@ func exec(t testing.TB, dsn, stmt string) {
 // the database but CREATE ROUTINE and ALTER ROUTINE.
 func WithoutRoutines(t testing.TB, dsn string) string {
 	t.Helper()
+	return without(t, dsn, "idem_nr_", "CREATE ROUTINE, ALTER ROUTINE")
+}
+
+// WithoutExecute returns dsn (of a database made by Database) reached as
+// an account of its own, dropped at clean-up, that has every privilege on
+// the database but EXECUTE: it sees the routines another account made,
+// and may not call them.
+func WithoutExecute(t testing.TB, dsn string) string {
+	t.Helper()
+	return without(t, dsn, "idem_nx_", "EXECUTE")
+}
+
+// without makes the account of WithoutRoutines and WithoutExecute: every
+// privilege on dsn's database but those revoked.
+func without(t testing.TB, dsn, prefix, revoked string) string {
+	t.Helper()
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	user := "idem_nr_" + hex.EncodeToString(b[:])
+	user := prefix + hex.EncodeToString(b[:])
 	base := Require(t)
 	exec(t, base, "CREATE USER '"+user+"'@'%'")
 	t.Cleanup(func() { exec(t, base, "DROP USER IF EXISTS '"+user+"'@'%'") })
 	exec(t, base, "GRANT ALL PRIVILEGES ON `"+cfg.DBName+"`.* TO '"+user+"'@'%'")
-	exec(t, base, "REVOKE CREATE ROUTINE, ALTER ROUTINE ON `"+cfg.DBName+"`.* FROM '"+user+"'@'%'")
+	exec(t, base, "REVOKE "+revoked+" ON `"+cfg.DBName+"`.* FROM '"+user+"'@'%'")
 	cfg.User, cfg.Passwd = user, ""
 	return cfg.FormatDSN()
 }
