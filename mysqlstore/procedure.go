@@ -35,6 +35,7 @@ func procedureStatements(n names) []string {
 	COMMENT 'idem mysqlstore: Begin (the key''s lock, its record, the transaction and its savepoint)'
 BEGIN
 	DECLARE v_locked INT DEFAULT NULL;
+	DECLARE v_found INT DEFAULT 1;
 	DECLARE v_live INT DEFAULT 0;
 	IF p_open THEN
 		COMMIT;
@@ -44,12 +45,16 @@ BEGIN
 	END IF;
 	SET v_locked = GET_LOCK(p_lock, 0);
 	IF v_locked = 1 THEN
-		SELECT COUNT(*) INTO v_live FROM ` + n.table + ` WHERE scope = p_scope AND ` + "`key`" + ` = p_key AND (state = 'pending' OR expires_at > p_now);
+		SELECT COUNT(*), COALESCE(MAX(state = 'pending' OR expires_at > p_now), 0) INTO v_found, v_live FROM ` + n.table + ` WHERE scope = p_scope AND ` + "`key`" + ` = p_key;
 		IF v_live > 0 THEN
 			DO RELEASE_LOCK(p_lock);
 		END IF;
 	END IF;
-	SELECT v_locked, v_live, ` + prefixed("r.") + ` FROM (SELECT 1) AS d LEFT JOIN ` + n.table + ` AS r ON r.scope = p_scope AND r.` + "`key`" + ` = p_key;
+	IF v_found = 0 THEN
+		SELECT v_locked, v_live, ` + nulls(len(splitColumns)) + `;
+	ELSE
+		SELECT v_locked, v_live, ` + prefixed("r.") + ` FROM (SELECT 1) AS d LEFT JOIN ` + n.table + ` AS r ON r.scope = p_scope AND r.` + "`key`" + ` = p_key;
+	END IF;
 	IF v_locked = 1 AND v_live = 0 THEN
 		START TRANSACTION;
 		SAVEPOINT idem_begin;
@@ -71,6 +76,11 @@ BEGIN
 	DO RELEASE_LOCK(p_lock);
 END`,
 	}
+}
+
+// nulls is n NULL columns: the record's, when the key has none.
+func nulls(n int) string {
+	return strings.TrimSuffix(strings.Repeat("NULL, ", n), ", ")
 }
 
 // Errors of CREATE PROCEDURE after which the store goes on without its
