@@ -54,7 +54,7 @@ type backendOptions struct {
 	lockedHint string
 }
 
-// openBackend opens a SQLite file path or a postgres:// URL. Its errors name
+// openBackend opens a SQLite file path, a postgres:// URL or a mysql:// URL. Its errors name
 // the database with any password hidden.
 func openBackend(ctx context.Context, db string, opts backendOptions) (*backend, error) {
 	b, err := open(ctx, db, opts)
@@ -68,7 +68,7 @@ func open(ctx context.Context, db string, opts backendOptions) (*backend, error)
 	if isRedis(db) {
 		// The commands refuse it first, with their own reason (needSQL,
 		// ledgerDB); this is the backstop.
-		return nil, usageError{"a Redis server keeps only the leased records of payouts; this needs the SQL database (a SQLite file path or a postgres:// URL)"}
+		return nil, usageError{"a Redis server keeps only the leased records of payouts; this needs the SQL database (a SQLite file path, a postgres:// URL or a mysql:// URL)"}
 	}
 	if isMySQL(db) {
 		return openMySQL(ctx, db, opts)

@@ -11,7 +11,7 @@ import (
 	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 )
 
-const completeSynopsis = `complete [-db idem.db | postgres://… | redis://… -ledger idem.db | postgres://…] -provider URL [-lease 30s] [-provider-timeout 2s] [-ttl 24h] [-report-after 15m]
+const completeSynopsis = `complete [-db idem.db | postgres://… | mysql://… | redis://… -ledger idem.db | postgres://… | mysql://…] -provider URL [-lease 30s] [-provider-timeout 2s] [-ttl 24h] [-report-after 15m]
 
 complete makes one pass of the completer, then exits: it finds the payouts
 (leased work) whose lease has ended without an answer, because their process
@@ -38,7 +38,7 @@ type completeOptions struct {
 }
 
 func (o *completeOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, or a postgres:// URL; or the redis:// URL of idem serve's payouts, with -ledger")
+	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, a postgres:// URL or a mysql:// URL; or the redis:// URL of idem serve's payouts, with -ledger")
 	fs.StringVar(&o.ledger, "ledger", "", "with a redis:// -db: the SQL database of the ledger (idem serve's -ledger); defaults to "+defaultDB)
 	o.leased.flags(fs)
 	fs.DurationVar(&o.ttl, "ttl", idem.DefaultTTL, "how long a finished payout's answer is kept and replayed")

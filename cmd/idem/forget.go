@@ -10,7 +10,7 @@ import (
 	"github.com/idemkit/idem"
 )
 
-const forgetSynopsis = `forget [-db idem.db | postgres://… | redis://…] <scope> <key> [--force] --reason TEXT [--actor NAME] [--wait 5s]
+const forgetSynopsis = `forget [-db idem.db | postgres://… | mysql://… | redis://…] <scope> <key> [--force] --reason TEXT [--actor NAME] [--wait 5s]
 
 forget deletes a completed or expired record, so that the next request
 with the key runs again. It refuses a pending (leased) record, whose work
@@ -38,7 +38,7 @@ type forgetOptions struct {
 }
 
 func (o *forgetOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, postgres:// URL, or redis:// server")
+	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, postgres:// URL, mysql:// URL, or redis:// server")
 	fs.StringVar(&o.reason, "reason", "", "why (required; written to the audit log)")
 	fs.StringVar(&o.actor, "actor", "", "who, for the audit log (default: the OS user)")
 	fs.BoolVar(&o.force, "force", false, "delete a pending record whose lease has ended too (never one whose lease is live)")

@@ -19,7 +19,7 @@ import (
 	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 )
 
-const importSynopsis = `import [-db idem.db | postgres://…] [-batch ID] [-concurrency N] [-ttl 720h] [--json] FILE.csv
+const importSynopsis = `import [-db idem.db | postgres://… | mysql://…] [-batch ID] [-concurrency N] [-ttl 720h] [--json] FILE.csv
 
 import applies a CSV of transfers to the ledger of idem serve (the same -db):
 header id,from,to,amount, then one transfer per line (amount in cents; id is
@@ -59,7 +59,7 @@ type importOptions struct {
 }
 
 func (o *importOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, or a postgres:// URL: the database of idem serve")
+	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, a postgres:// URL or a mysql:// URL: the database of idem serve")
 	fs.StringVar(&o.batchID, "batch", "", `the batch id (default "sha256:" and the hex SHA-256 of the file); 1 to 255 bytes of UTF-8`)
 	fs.IntVar(&o.concurrency, "concurrency", 0, "rows applied at once (default 1 on SQLite, which writes one transaction at a time, and 4 on PostgreSQL)")
 	fs.DurationVar(&o.ttl, "ttl", importRecordTTL, "how long each row's record is kept; a re-run after that finds applied rows in the ledger (refused as already-applied) and runs refused ones again")

@@ -12,7 +12,7 @@ import (
 	"github.com/idemkit/idem"
 )
 
-const inspectSynopsis = `inspect [-db idem.db | postgres://…] <scope> <key>
+const inspectSynopsis = `inspect [-db idem.db | postgres://… | mysql://…] <scope> <key>
 
 <key> is the key as the client sent it in Idempotency-Key: bare (abc) or
 quoted ("abc"); quote it for the shell too ('"abc"'). The transfers
@@ -39,7 +39,7 @@ type inspectOptions struct {
 }
 
 func (o *inspectOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, or a postgres:// URL")
+	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, a postgres:// URL or a mysql:// URL")
 }
 
 func (o *inspectOptions) validate() error {

@@ -12,7 +12,7 @@ import (
 	"github.com/idemkit/idem"
 )
 
-const keysSynopsis = `keys [-db idem.db | postgres://… | redis://…] [--scope S] [--prefix P] [--state completed|pending|expired] [--older-than D] [--limit N] [--json]
+const keysSynopsis = `keys [-db idem.db | postgres://… | mysql://… | redis://…] [--scope S] [--prefix P] [--state completed|pending|expired] [--older-than D] [--limit N] [--json]
        keys --audit [-db …] [--limit N] [--json]
 
 keys lists the idempotency records, ordered by scope and key, a page at a
@@ -38,7 +38,7 @@ type keysOptions struct {
 }
 
 func (o *keysOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, postgres:// URL, or redis:// server")
+	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, postgres:// URL, mysql:// URL, or redis:// server")
 	fs.StringVar(&o.scope, "scope", "", "only the records of this scope (as the Guard got it, or as a listing shows it)")
 	fs.StringVar(&o.prefix, "prefix", "", "only the keys that begin with this")
 	fs.StringVar(&o.state, "state", "", "only the records in this state: completed, pending or expired")

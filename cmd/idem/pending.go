@@ -11,7 +11,7 @@ import (
 	"github.com/idemkit/idem"
 )
 
-const pendingSynopsis = `pending [-db idem.db | postgres://… | redis://…] [--stuck] [--report-after 15m] [--json]
+const pendingSynopsis = `pending [-db idem.db | postgres://… | mysql://… | redis://…] [--stuck] [--report-after 15m] [--json]
 
 pending lists the pending (leased) records: the work in flight, and the
 work that needs a human: its lease ended (the holder crashed or released
@@ -34,7 +34,7 @@ type pendingOptions struct {
 }
 
 func (o *pendingOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, postgres:// URL, or redis:// server")
+	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, postgres:// URL, mysql:// URL, or redis:// server")
 	fs.BoolVar(&o.stuck, "stuck", false, "only the records whose lease ended or that are older than --report-after")
 	fs.DurationVar(&o.reportAfter, "report-after", 15*time.Minute, "the report bound: a record pending longer needs a human")
 	fs.BoolVar(&o.asJSON, "json", false, "print one JSON object a line")

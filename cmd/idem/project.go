@@ -18,7 +18,7 @@ import (
 	"github.com/idemkit/idem/sqlitestore"
 )
 
-const projectSynopsis = `project -consume URL [-db projection.db | postgres://…] [-addr 127.0.0.1:8081] [-events transfers] [-consume-ttl 168h]
+const projectSynopsis = `project -consume URL [-db projection.db | postgres://… | mysql://…] [-addr 127.0.0.1:8081] [-events transfers] [-consume-ttl 168h]
 
 project runs a downstream read model of the transfers service: it consumes
 the transfer events idem serve -publish announces, applies each event id once
@@ -53,7 +53,7 @@ type projectOptions struct {
 
 func (o *projectOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.consume, "consume", "", "the broker URL of the transfer events: nats://host:4222 (JetStream) or amqp://user:pass@host:5672/vhost (RabbitMQ); required")
-	fs.StringVar(&o.db, "db", defaultProjectionDB, "the read model's database and its inbox: a SQLite file path, or a postgres:// URL")
+	fs.StringVar(&o.db, "db", defaultProjectionDB, "the read model's database and its inbox: a SQLite file path, a postgres:// URL or a mysql:// URL")
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8081", "listen address")
 	fs.StringVar(&o.events, "events", defaultEvents, "the name the events' stream, subject, exchange and queue derive from (as in idem serve -publish); 1 to 64 ASCII letters, digits, - and _")
 	fs.DurationVar(&o.consumeTTL, "consume-ttl", inbox.DefaultTTL, "how long an event id is remembered; a duplicate arriving later is applied again")
@@ -70,7 +70,7 @@ func (o *projectOptions) validate() error {
 		return usageError{fmt.Sprintf("project: -consume-ttl must be positive, got %s", o.consumeTTL)}
 	}
 	if isRedis(o.db) {
-		return usageError{"project: -db must be a SQLite file path or a postgres:// URL: the read model commits with its inbox records"}
+		return usageError{"project: -db must be a SQLite file path, a postgres:// URL or a mysql:// URL: the read model commits with its inbox records"}
 	}
 	if err := validEvents("project", o.events); err != nil {
 		return err

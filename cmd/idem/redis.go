@@ -58,7 +58,7 @@ func redisConfig(db string) (string, *redisstore.Config, error) {
 func ledgerDB(cmd, db, ledger string) (sqlDB, redisDB string, err error) {
 	switch {
 	case isRedis(ledger):
-		return "", "", usageError{fmt.Sprintf("%s: -ledger must be a SQL database (a SQLite file path or a postgres:// URL), got %s", cmd, redact(ledger))}
+		return "", "", usageError{fmt.Sprintf("%s: -ledger must be a SQL database (a SQLite file path, a postgres:// URL or a mysql:// URL), got %s", cmd, redact(ledger))}
 	case !isRedis(db) && ledger != "":
 		return "", "", usageError{fmt.Sprintf("%s: -ledger applies only with a redis:// -db; without Redis, the ledger and every record live in -db", cmd)}
 	case isRedis(db):
@@ -82,6 +82,6 @@ func needSQL(cmd, db, why string) error {
 	if !isRedis(db) {
 		return nil
 	}
-	return usageError{fmt.Sprintf("%s: -db %s is a Redis server, which keeps only the leased records of payouts (idem serve -db redis://… -ledger …); %s: give a SQLite file path or a postgres:// URL (with Redis, idem serve's -ledger)",
+	return usageError{fmt.Sprintf("%s: -db %s is a Redis server, which keeps only the leased records of payouts (idem serve -db redis://… -ledger …); %s: give a SQLite file path, a postgres:// URL or a mysql:// URL (with Redis, idem serve's -ledger)",
 		cmd, redact(db), why)}
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-const relaySynopsis = `relay -publish URL [-db idem.db | postgres://…] [-events transfers]
+const relaySynopsis = `relay -publish URL [-db idem.db | postgres://… | mysql://…] [-events transfers]
 
 relay publishes the transfer events that idem serve -publish staged in -db's
 outbox, as the relay inside idem serve does, and runs until SIGINT or
@@ -25,7 +25,7 @@ type relayOptions struct {
 }
 
 func (o *relayOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.db, "db", defaultDB, "the database of idem serve: a SQLite file path, or a postgres:// URL")
+	fs.StringVar(&o.db, "db", defaultDB, "the database of idem serve: a SQLite file path, a postgres:// URL or a mysql:// URL")
 	fs.StringVar(&o.publish, "publish", "", "the broker URL to publish to: nats://host:4222 (JetStream) or amqp://user:pass@host:5672/vhost (RabbitMQ); required")
 	fs.StringVar(&o.events, "events", defaultEvents, "the name the events' stream, subject and exchange derive from (as in idem serve -publish)")
 }
@@ -38,7 +38,7 @@ func (o *relayOptions) validate() error {
 		return usageError{"relay: -publish URL is required (nats://… or amqp://…)"}
 	}
 	if isRedis(o.db) {
-		return usageError{"relay: -db must be the SQL database of idem serve (a SQLite file path or a postgres:// URL): the outbox lives beside the ledger"}
+		return usageError{"relay: -db must be the SQL database of idem serve (a SQLite file path, a postgres:// URL or a mysql:// URL): the outbox lives beside the ledger"}
 	}
 	if err := validEvents("relay", o.events); err != nil {
 		return err

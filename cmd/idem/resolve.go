@@ -12,7 +12,7 @@ import (
 	"github.com/idemkit/idem"
 )
 
-const resolveSynopsis = `resolve [-db idem.db | postgres://… | redis://…] <scope> <key> (--answer STATUS BODYFILE | --abandon) --reason TEXT [--actor NAME]
+const resolveSynopsis = `resolve [-db idem.db | postgres://… | mysql://… | redis://…] <scope> <key> (--answer STATUS BODYFILE | --abandon) --reason TEXT [--actor NAME]
 
 After a human reconciled a pending intent (a payout whose lease ended and
 whose provider state had to be checked by hand), resolve records the final
@@ -40,7 +40,7 @@ type resolveOptions struct {
 }
 
 func (o *resolveOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, postgres:// URL, or redis:// server")
+	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, postgres:// URL, mysql:// URL, or redis:// server")
 	fs.IntVar(&o.answer, "answer", 0, "the HTTP status of the answer; the argument after it is the file of its body")
 	fs.BoolVar(&o.abandon, "abandon", false, "give the intent up: retries get a 410 problem")
 	fs.StringVar(&o.reason, "reason", "", "why (required; written to the audit log)")

@@ -31,7 +31,7 @@ import (
 // connections only as they are needed.
 const defaultPool = 16
 
-const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://… | redis://… [-ledger idem.db | postgres://…]] [-idempotency on|off] [-ttl 24h] [-replay-cache 32MiB] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]] [-provider URL [-lease 30s] [-provider-timeout 2s] [-complete-interval 5s] [-report-after 15m] [-orphan-after 15m]] [-publish URL [-events transfers]] [-otlp URL] [-log-level debug|info|warn|error]
+const serveSynopsis = `serve [-addr 127.0.0.1:8080] [-db idem.db | postgres://… | mysql://… | redis://… [-ledger idem.db | postgres://… | mysql://…]] [-idempotency on|off] [-ttl 24h] [-replay-cache 32MiB] [-pool 16] [-body-timeout 10s] [-request-timeout 10s] [-idle-timeout 60s] [-grace 25s] [-max-concurrent 128] [-replay-probe] [-consume URL [-consume-queue transfers] [-consume-ttl 168h]] [-provider URL [-lease 30s] [-provider-timeout 2s] [-complete-interval 5s] [-report-after 15m] [-orphan-after 15m]] [-publish URL [-events transfers]] [-otlp URL] [-log-level debug|info|warn|error]
 
 serve runs the transfers service: PUT and GET /accounts/{id}, POST /transfers
 (Idempotency-Key required), GET /transfers[?limit=N] and /transfers/{id},
@@ -106,8 +106,8 @@ type serveOptions struct {
 
 func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen address")
-	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, or a postgres:// URL; or a redis:// URL (rediss:// for TLS; ?prefix= sets the keys' prefix) for the payouts' leased records, with -ledger and -provider")
-	fs.StringVar(&o.ledger, "ledger", "", "with a redis:// -db: the SQL database (SQLite file path, or a postgres:// URL) of the ledger and of the records of POST /transfers; defaults to "+defaultDB)
+	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, a postgres:// URL or a mysql:// URL; or a redis:// URL (rediss:// for TLS; ?prefix= sets the keys' prefix) for the payouts' leased records, with -ledger and -provider")
+	fs.StringVar(&o.ledger, "ledger", "", "with a redis:// -db: the SQL database (SQLite file path, postgres:// or mysql:// URL) of the ledger and of the records of POST /transfers; defaults to "+defaultDB)
 	fs.StringVar(&o.mode, "idempotency", "on", `"on", or "off" to run the same service without idem (keys ignored; for comparisons only)`)
 	fs.DurationVar(&o.ttl, "ttl", idem.DefaultTTL, "how long idempotency records are kept and replayed")
 	fs.StringVar(&o.replayCache, "replay-cache", "32MiB", "the most memory the replay cache takes, which answers retries of recent keys without a database call: a `size` in bytes, with an optional KiB, MiB or GiB suffix; 0 turns the cache off")
@@ -154,7 +154,7 @@ func (o *serveOptions) validate() error {
 	if o.redisDB != "" && o.leased.provider == "" {
 		return usageError{fmt.Sprintf("serve: -db %s: Redis keeps leased-mode records only, those of the payouts, and there are no payouts without -provider; "+
 			"the transfers service needs SQL for its ledger (accounts, transfers, payouts) and for the atomic records of POST /transfers: "+
-			"give -db a SQLite file path or a postgres:// URL, or add -provider URL to serve payouts with their records in Redis and the ledger in -ledger (idem.db by default)", redact(o.redisDB))}
+			"give -db a SQLite file path, a postgres:// URL or a mysql:// URL, or add -provider URL to serve payouts with their records in Redis and the ledger in -ledger (idem.db by default)", redact(o.redisDB))}
 	}
 	switch {
 	case o.pool < 1:

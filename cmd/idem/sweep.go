@@ -8,7 +8,7 @@ import (
 	"github.com/idemkit/idem"
 )
 
-const sweepSynopsis = "sweep [-db idem.db | postgres://…] [-batch 1000]\n\nsweep deletes expired records; it never creates or migrates tables."
+const sweepSynopsis = "sweep [-db idem.db | postgres://… | mysql://…] [-batch 1000]\n\nsweep deletes expired records; it never creates or migrates tables."
 
 type sweepCommand struct {
 	*Main
@@ -22,7 +22,7 @@ type sweepOptions struct {
 }
 
 func (o *sweepOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, or a postgres:// URL")
+	fs.StringVar(&o.db, "db", defaultDB, "SQLite file path, a postgres:// URL or a mysql:// URL")
 	fs.IntVar(&o.batch, "batch", 1000, "records deleted per statement")
 }
 
