@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idem/cmd/idem/internal/projection"
 	"github.com/idemkit/idem/inbox"
+	"github.com/idemkit/idem/mysqlstore"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
 )
@@ -118,6 +119,8 @@ func (c *projectCommand) run(ctx context.Context, o *projectOptions) error {
 		p = projection.Postgres(s)
 	case *sqlitestore.Store:
 		p = projection.SQLite(s)
+	case *mysqlstore.Store:
+		p = projection.MySQL(s)
 	default:
 		return fmt.Errorf("project: unsupported store %T", b.store)
 	}

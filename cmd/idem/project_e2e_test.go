@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/amqptest"
+	"github.com/idemkit/idem/internal/mysqltest"
 	"github.com/idemkit/idem/internal/natstest"
 	"github.com/idemkit/idem/internal/pgtest"
 )
@@ -31,7 +32,7 @@ import (
 func TestProjectionEndToEnd(t *testing.T) {
 	t.Parallel()
 	for _, broker := range []string{"nats", "amqp"} {
-		for _, db := range []string{"sqlite", "postgres"} {
+		for _, db := range []string{"sqlite", "postgres", "mysql"} {
 			t.Run(broker+"/"+db, func(t *testing.T) {
 				t.Parallel()
 				runProjectionE2E(t, broker, db)
@@ -70,9 +71,15 @@ func runProjectionE2E(t *testing.T, broker, db string) {
 	}
 	dir := t.TempDir()
 	serveDB, projectDB := filepath.Join(dir, "idem.db"), filepath.Join(dir, "projection.db")
-	if db == "postgres" {
+	switch db {
+	case "postgres":
 		_, serveDB = pgtest.Schema(t)
 		_, projectDB = pgtest.Schema(t)
+	case "mysql":
+		_, dsn := mysqltest.Database(t)
+		serveDB = mysqltest.URL(t, dsn)
+		_, dsn = mysqltest.Database(t)
+		projectDB = mysqltest.URL(t, dsn)
 	}
 	serveArgs := []string{"-db", serveDB, "-publish", url, "-events", events}
 	projectArgs := []string{"-db", projectDB, "-consume", url, "-events", events}

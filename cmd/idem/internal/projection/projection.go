@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 	"github.com/idemkit/idem/inbox"
+	"github.com/idemkit/idem/mysqlstore"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
 )
@@ -25,6 +26,10 @@ func SQLite(store *sqlitestore.Store) *Projection { return &Projection{db: sqlit
 // Postgres returns the projection on the PostgreSQL store its inbox
 // records event ids in (its tables in the connection's current schema).
 func Postgres(store *pgstore.Store) *Projection { return &Projection{db: postgresDatabase(store)} }
+
+// MySQL returns the projection on the MySQL or MariaDB store its inbox
+// records event ids in (its tables in the store's database).
+func MySQL(store *mysqlstore.Store) *Projection { return &Projection{db: mysqlDatabase(store)} }
 
 // Migrate creates the projection's tables if they are missing.
 func (p *Projection) Migrate(ctx context.Context) error {
@@ -61,11 +66,9 @@ func (p *Projection) Apply(ctx context.Context, m *inbox.Message) error {
 		q    string
 		args []any
 	}{
-		{`INSERT INTO projection_applied (transfer_id, event_id) VALUES ($1, $2)`, []any{e.ID, e.EventID}},
-		{`INSERT INTO projection_accounts (id, debits, credits) VALUES ($1, $2, 0)
-			ON CONFLICT (id) DO UPDATE SET debits = projection_accounts.debits + excluded.debits`, []any{e.From, e.Amount}},
-		{`INSERT INTO projection_accounts (id, debits, credits) VALUES ($1, 0, $2)
-			ON CONFLICT (id) DO UPDATE SET credits = projection_accounts.credits + excluded.credits`, []any{e.To, e.Amount}},
+		{p.db.sql.applied, []any{e.ID, e.EventID}},
+		{p.db.sql.debit, []any{e.From, e.Amount}},
+		{p.db.sql.credit, []any{e.To, e.Amount}},
 	} {
 		ok, err := p.db.exec(ctx, s.q, s.args...)
 		if !ok {
@@ -82,7 +85,7 @@ func (p *Projection) Apply(ctx context.Context, m *inbox.Message) error {
 // they were applied: one entry per event.
 func (p *Projection) Applied(ctx context.Context) ([]int64, error) {
 	ids := []int64{}
-	err := p.db.query(ctx, `SELECT transfer_id FROM projection_applied ORDER BY seq`, func(s scanner) error {
+	err := p.db.query(ctx, p.db.sql.list, func(s scanner) error {
 		var id int64
 		err := s.Scan(&id)
 		ids = append(ids, id)
@@ -108,7 +111,7 @@ var ErrUnknownAccount = errors.New("projection: no event names this account")
 // Account returns an account's totals.
 func (p *Projection) Account(ctx context.Context, id string) (Account, error) {
 	a := Account{ID: id}
-	err := p.db.query(ctx, `SELECT debits, credits FROM projection_accounts WHERE id = $1`, func(s scanner) error {
+	err := p.db.query(ctx, p.db.sql.account, func(s scanner) error {
 		return s.Scan(&a.Debits, &a.Credits)
 	}, id)
 	if errors.Is(err, errNotFound) {
