@@ -13,6 +13,7 @@ import (
 	"github.com/idemkit/idem/inbox/natsinbox"
 	"github.com/idemkit/idem/internal/amqptest"
 	"github.com/idemkit/idem/internal/natstest"
+	"github.com/idemkit/idem/internal/mysqltest"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -46,6 +47,7 @@ func TestServeConsumeE2E(t *testing.T) {
 			}{
 				{"SQLite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "consume.db") }},
 				{"Postgres", func(t *testing.T) string { _, dsn := pgtest.Schema(t); return dsn }},
+				{"MySQL", func(t *testing.T) string { _, dsn := mysqltest.Database(t); return mysqltest.URL(t, dsn) }},
 			} {
 				t.Run(db.name, func(t *testing.T) {
 					t.Parallel()

@@ -17,6 +17,7 @@ import (
 	"github.com/idemkit/idem/cmd/idem/internal/fakeprovider"
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/idemwebhook"
+	"github.com/idemkit/idem/internal/mysqltest"
 	"github.com/idemkit/idem/internal/pgtest"
 )
 
@@ -34,6 +35,7 @@ var webhookDBs = []struct {
 }{
 	{"SQLite", func(t *testing.T) []string { return []string{"-db", filepath.Join(t.TempDir(), "hooks.db")} }},
 	{"Postgres", func(t *testing.T) []string { _, dsn := pgtest.Schema(t); return []string{"-db", dsn} }},
+	{"MySQL", func(t *testing.T) []string { _, dsn := mysqltest.Database(t); return []string{"-db", mysqltest.URL(t, dsn)} }},
 }
 
 func webhookArgs(db []string) []string {
