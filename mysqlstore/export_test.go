@@ -20,3 +20,7 @@ func Path(s *Store) string {
 	}
 	return "statements"
 }
+
+// ProcedureStatements are the CREATE PROCEDURE statements of table t of
+// database d.
+func ProcedureStatements(d, t string) []string { return procedureStatements(newNames(d, t)) }

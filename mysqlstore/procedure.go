@@ -32,7 +32,7 @@ func procedureStatements(n names) []string {
 	return []string{
 		`CREATE PROCEDURE IF NOT EXISTS ` + n.beginProc + ` (p_lock VARBINARY(64), p_scope VARBINARY(255), p_key VARBINARY(255), p_now BIGINT, p_wait INT, p_open BOOL)
 	MODIFIES SQL DATA SQL SECURITY INVOKER
-	COMMENT 'idem mysqlstore: Begin (the key''s lock, its record, the transaction and its savepoint)'
+	COMMENT ` + sqlString(beginComment) + `
 BEGIN
 	DECLARE v_locked INT DEFAULT NULL;
 	DECLARE v_found INT DEFAULT 1;
@@ -64,7 +64,7 @@ END`,
 	p_fingerprint BLOB, p_state VARBINARY(16), p_status INT, p_headers BLOB, p_body LONGBLOB,
 	p_created_at BIGINT, p_expires_at BIGINT, p_expired_before BIGINT)
 	MODIFIES SQL DATA SQL SECURITY INVOKER
-	COMMENT 'idem mysqlstore: Commit (the savepoint, the record, COMMIT, the key''s lock)'
+	COMMENT ` + sqlString(commitComment) + `
 BEGIN
 	RELEASE SAVEPOINT idem_begin;
 	IF p_expired_before IS NOT NULL THEN
@@ -111,24 +111,38 @@ func (s *Store) createProcedures(ctx context.Context, conn *sql.Conn) error {
 	return nil
 }
 
-// hasProcedures reports whether both procedures exist, are the store's
-// (a routine of yours that happens to bear the name is left alone), and
-// the account may see them.
+// hasProcedures reports whether both procedures exist, are the store's,
+// with the bodies this code calls, and the account may see them. A
+// routine of yours that bears the name is left alone, and so is one of
+// the store's with another body: each body's COMMENT names it exactly.
 func (s *Store) hasProcedures(ctx context.Context) (bool, error) {
 	var n int
 	err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = "+hexLit(s.cfg.Database)+
-		" AND ROUTINE_TYPE = 'PROCEDURE' AND ROUTINE_NAME IN ("+hexLit(s.cfg.Table+beginSuffix)+", "+hexLit(s.cfg.Table+commitSuffix)+")"+
-		" AND ROUTINE_COMMENT LIKE "+hexLit(procedureComment+"%")).Scan(&n)
+		" AND ROUTINE_TYPE = 'PROCEDURE' AND ((ROUTINE_NAME = "+hexLit(s.cfg.Table+beginSuffix)+" AND ROUTINE_COMMENT = "+hexLit(beginComment)+
+		") OR (ROUTINE_NAME = "+hexLit(s.cfg.Table+commitSuffix)+" AND ROUTINE_COMMENT = "+hexLit(commitComment)+"))").Scan(&n)
 	return n == 2, err
 }
 
-// procedureUnusable reports whether err is a CALL's refusal to run one
-// of the store's procedures: the account may not execute it (a grant
-// without EXECUTE still shows it in information_schema), or it was
-// dropped under the running store. The store then goes on by
-// statements. A missing SAVEPOINT is the same error number, raised
-// inside the commit procedure: that one is the work's doing.
-func procedureUnusable(err error) bool {
+// The COMMENTs of the procedures, which the store checks before it calls
+// them. A body that changes gets a new name (beginSuffix, commitSuffix)
+// and a new comment; TestProcedureBodiesArePinned fails until it does.
+const (
+	beginComment  = "idem mysqlstore: Begin, body 1 (the key's lock, its record, then the transaction and its savepoint)"
+	commitComment = "idem mysqlstore: Commit, body 1 (the savepoint, the record, COMMIT, the key's lock)"
+)
+
+// sqlString is s as a quoted SQL string literal (s has no backslash).
+func sqlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// procedureUnusable reports whether err is a CALL's refusal to run the
+// store's procedure named name (bare, without the database): the account
+// may not execute it (a grant without EXECUTE still shows it in
+// information_schema), or it was dropped under the running store. The
+// store then goes on by statements. A missing SAVEPOINT, raised inside
+// the commit procedure when the work ended the transaction, has the same
+// error number: the message, in whatever language the server speaks,
+// names the procedure in the one case and the savepoint in the other.
+func procedureUnusable(err error, name string) bool {
 	var me *mysql.MySQLError
 	if !errors.As(err, &me) {
 		return false
@@ -137,13 +151,10 @@ func procedureUnusable(err error) bool {
 	case errProcAccessDenied:
 		return true
 	case errSavepointMissing:
-		return strings.HasPrefix(me.Message, "PROCEDURE ")
+		return strings.Contains(me.Message, name)
 	}
 	return false
 }
-
-// procedureComment begins the COMMENT of the store's procedures.
-const procedureComment = "idem mysqlstore: "
 
 // The procedures' names are the table's with these suffixes.
 const (
@@ -237,7 +248,7 @@ func (t *Tx) commitCall(ctx context.Context, p *idem.CommitParams, headers strin
 	if err == nil {
 		return nil
 	}
-	if procedureUnusable(err) {
+	if procedureUnusable(err, t.store.cfg.Table+commitSuffix) {
 		// The CALL did not run: the transaction, its savepoint and the
 		// key's lock are as Begin left them, and the statements commit
 		// them.
@@ -283,7 +294,7 @@ func (s *Store) beginWithCall(ctx context.Context, conn *sql.Conn, name string, 
 		return err
 	})
 	if err != nil {
-		if procedureUnusable(err) {
+		if procedureUnusable(err, s.cfg.Table+beginSuffix) {
 			// Nothing ran, and the transaction was rolled back: the
 			// statements do the same on the same connection.
 			s.procs.Store(false)

@@ -2,8 +2,12 @@ package mysqlstore_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -235,7 +239,8 @@ func TestProceduresWithoutExecute(t *testing.T) {
 // restore without routines): a Begin that finds the begin procedure gone
 // goes on by statements, and so does a Commit that finds the commit
 // procedure gone after its Begin ran by CALL; neither is reported as the
-// work ending the transaction.
+// work ending the transaction, in English or in a language whose message
+// is worded otherwise (the same error number means a missing savepoint).
 func TestProceduresDroppedUnderARunningStore(t *testing.T) {
 	mysqltest.Require(t)
 	ctx := context.Background()
@@ -247,41 +252,168 @@ func TestProceduresDroppedUnderARunningStore(t *testing.T) {
 			}
 		}
 	}
-	t.Run("BeforeCommit", func(t *testing.T) {
-		_, dsn := mysqltest.Database(t)
-		s := open(t, dsn, nil)
-		admin := open(t, dsn, nil).DB()
-		res, _, err := guard(t, s).Do(ctx, idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}, func(ctx context.Context) (idem.Result, error) {
-			drop(t, admin, "idem_records_commit")
-			return idem.Result{Status: 201}, effect(ctx, "k")
+	for _, lang := range []string{"en_US", "zh_CN"} {
+		speaking := func(dsn string) string { return withParam(t, dsn, "lc_messages", "'"+lang+"'") }
+		t.Run(lang+"/BeforeCommit", func(t *testing.T) {
+			_, dsn := mysqltest.Database(t)
+			s := open(t, speaking(dsn), nil)
+			admin := open(t, dsn, nil).DB()
+			res, _, err := guard(t, s).Do(ctx, idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}, func(ctx context.Context) (idem.Result, error) {
+				drop(t, admin, "idem_records_commit")
+				return idem.Result{Status: 201}, effect(ctx, "k")
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != 201 || count(t, s, "k") != 1 {
+				t.Fatalf("status %d, %d effects; want 201 and 1", res.Status, count(t, s, "k"))
+			}
+			if got := mysqlstore.Path(s); got != "statements" {
+				t.Errorf("after the commit procedure was dropped: %s, want statements", got)
+			}
+			// The record is there: a retry is a replay.
+			res, _, err = guard(t, s).Do(ctx, idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}, work("k", idem.Result{Status: 500}))
+			if err != nil || res.Status != 201 || count(t, s, "k") != 1 {
+				t.Fatalf("the retry: status %d, %v, %d effects; want a replay of 201 and 1 effect", res.Status, err, count(t, s, "k"))
+			}
 		})
-		if err != nil {
-			t.Fatal(err)
+		t.Run(lang+"/BeforeBegin", func(t *testing.T) {
+			_, dsn := mysqltest.Database(t)
+			s := open(t, speaking(dsn), nil)
+			drop(t, s.DB(), "idem_records_begin", "idem_records_commit")
+			if _, _, err := guard(t, s).Do(ctx, idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}, work("k", idem.Result{Status: 201})); err != nil {
+				t.Fatal(err)
+			}
+			if n := count(t, s, "k"); n != 1 {
+				t.Fatalf("%d effects, want 1", n)
+			}
+			if got := mysqlstore.Path(s); got != "statements" {
+				t.Errorf("after the procedures were dropped: %s, want statements", got)
+			}
+		})
+	}
+}
+
+// A procedure of the store's name and comment prefix whose body is
+// another (an earlier body, whose sixth argument meant "START
+// TRANSACTION here") is never called: the store finds it by its exact
+// comment, misses it, and sends its statements. Called with today's
+// arguments, that body would run the work outside any transaction.
+func TestProcedureOfAnotherBodyIsNotCalled(t *testing.T) {
+	mysqltest.Require(t)
+	_, dsn := mysqltest.Database(t)
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(earlierBeginBody); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, dsn, nil)
+	if got := mysqlstore.Path(s); got != "statements" {
+		t.Fatalf("beside a begin procedure of another body: %s, want statements", got)
+	}
+	ctx := context.Background()
+	g := guard(t, s)
+	failed := errors.New("insufficient funds")
+	_, _, err = g.Do(ctx, idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}, func(ctx context.Context) (idem.Result, error) {
+		if err := effect(ctx, "debit"); err != nil {
+			return idem.Result{}, err
 		}
-		if res.Status != 201 || count(t, s, "k") != 1 {
-			t.Fatalf("status %d, %d effects; want 201 and 1", res.Status, count(t, s, "k"))
-		}
-		if got := mysqlstore.Path(s); got != "statements" {
-			t.Errorf("after the commit procedure was dropped: %s, want statements", got)
-		}
-		// The record is there: a retry is a replay.
-		res, _, err = guard(t, s).Do(ctx, idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}, work("k", idem.Result{Status: 500}))
-		if err != nil || res.Status != 201 || count(t, s, "k") != 1 {
-			t.Fatalf("the retry: status %d, %v, %d effects; want a replay of 201 and 1 effect", res.Status, err, count(t, s, "k"))
-		}
+		return idem.Result{}, failed
 	})
-	t.Run("BeforeBegin", func(t *testing.T) {
-		_, dsn := mysqltest.Database(t)
-		s := open(t, dsn, nil)
-		drop(t, s.DB(), "idem_records_begin", "idem_records_commit")
-		if _, _, err := guard(t, s).Do(ctx, idem.Request{Scope: "s", Key: "k", Fingerprint: "fp"}, work("k", idem.Result{Status: 201})); err != nil {
-			t.Fatal(err)
-		}
-		if n := count(t, s, "k"); n != 1 {
-			t.Fatalf("%d effects, want 1", n)
-		}
-		if got := mysqlstore.Path(s); got != "statements" {
-			t.Errorf("after the procedures were dropped: %s, want statements", got)
-		}
-	})
+	if !errors.Is(err, failed) {
+		t.Fatalf("Do: %v, want the work's error", err)
+	}
+	if n := count(t, s, "debit"); n != 0 {
+		t.Errorf("a work that failed left %d effects, want 0", n)
+	}
+	if _, _, err := g.Do(ctx, idem.Request{Scope: "s", Key: "k2", Fingerprint: "fp"}, work("debit2", idem.Result{Status: 201})); err != nil || count(t, s, "debit2") != 1 {
+		t.Errorf("a work that succeeded: %v, %d effects; want 1", err, count(t, s, "debit2"))
+	}
+}
+
+// earlierBeginBody is the begin procedure as an earlier commit wrote it.
+const earlierBeginBody = "CREATE PROCEDURE idem_records_begin (p_lock VARBINARY(64), p_scope VARBINARY(255), p_key VARBINARY(255), p_now BIGINT, p_wait INT, p_start BOOL)\n" +
+	"	MODIFIES SQL DATA SQL SECURITY INVOKER\n" +
+	"	COMMENT 'idem mysqlstore: Begin (the key''s lock, its record, the savepoint)'\n" +
+	"BEGIN\n" +
+	"	DECLARE v_locked INT DEFAULT NULL;\n" +
+	"	DECLARE v_live INT DEFAULT 0;\n" +
+	"	SET v_locked = GET_LOCK(p_lock, 0);\n" +
+	"	IF v_locked = 1 THEN\n" +
+	"		SELECT COUNT(*) INTO v_live FROM idem_records WHERE scope = p_scope AND `key` = p_key AND (state = 'pending' OR expires_at > p_now);\n" +
+	"		IF v_live > 0 THEN\n" +
+	"			DO RELEASE_LOCK(p_lock);\n" +
+	"		ELSE\n" +
+	"			IF p_start THEN\n" +
+	"				START TRANSACTION;\n" +
+	"			END IF;\n" +
+	"			SAVEPOINT idem_begin;\n" +
+	"		END IF;\n" +
+	"	END IF;\n" +
+	"	SELECT v_locked, v_live, r.fingerprint, r.state, r.status, r.headers, r.body, r.created_at, r.expires_at, r.token, r.lease_until, r.kind, r.input, r.attempts, r.last_error, r.ttl_us FROM (SELECT 1) AS d LEFT JOIN idem_records AS r ON r.scope = p_scope AND r.`key` = p_key;\n" +
+	"END"
+
+// Connections whose sessions would leave the store's statements
+// uncommitted are refused, by Open and by New: autocommit=0 (a DELETE of
+// the sweeper never commits, Begin reads an old snapshot) and
+// completion_type CHAIN (a COMMIT leaves a transaction open).
+func TestSessionsThatDoNotCommitAreRefused(t *testing.T) {
+	mysqltest.Require(t)
+	ctx := context.Background()
+	_, dsn := mysqltest.Database(t)
+	for _, tt := range []struct{ param, value, want string }{
+		{"autocommit", "0", "autocommit=0"},
+		{"completion_type", "'CHAIN'", "completion_type=CHAIN"},
+	} {
+		t.Run(tt.param, func(t *testing.T) {
+			bad := withParam(t, dsn, tt.param, tt.value)
+			if s, err := mysqlstore.Open(ctx, bad, nil); err == nil || !strings.Contains(err.Error(), tt.want) {
+				if s != nil {
+					s.Close()
+				}
+				t.Errorf("Open with %s=%s: %v, want an error naming %s", tt.param, tt.value, err, tt.want)
+			}
+			db, err := sql.Open("mysql", bad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := mysqlstore.New(ctx, db, nil); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("New with %s=%s: %v, want an error naming %s", tt.param, tt.value, err, tt.want)
+			}
+		})
+	}
+}
+
+// withParam is dsn with the session variable name set to value on each
+// connection.
+func withParam(t *testing.T, dsn, name, value string) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params[name] = value
+	return cfg.FormatDSN()
+}
+
+// The procedures' bodies are pinned: a store finds its procedures by name
+// and COMMENT and never replaces one that exists (CREATE PROCEDURE … IF
+// NOT EXISTS), so a body changed under the same name and comment would
+// be skipped on every database migrated before, and the old body called
+// with the new code's arguments. A changed body needs new names
+// (beginSuffix, commitSuffix) and comments (beginComment, commitComment);
+// then update the digest here.
+func TestProcedureBodiesArePinned(t *testing.T) {
+	sum := sha256.Sum256([]byte(strings.Join(mysqlstore.ProcedureStatements("d", "t"), "\n")))
+	const want = "de0b3891c7da30cd89cf0af570527635d07efb9e225a47e06dbe472ea8595a48"
+	if got := hex.EncodeToString(sum[:]); got != want {
+		t.Errorf("the procedures' CREATE statements have digest %s, want %s: a body that changes gets new names and comments (procedure.go)", got, want)
+	}
 }

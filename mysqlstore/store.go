@@ -54,11 +54,27 @@ func New(ctx context.Context, db *sql.DB, cfg *Config) (*Store, error) {
 	if c.ProbeDB == db {
 		return nil, errors.New("mysqlstore: Config.ProbeDB must be a second handle on the server, not db itself")
 	}
+	var (
+		name       sql.NullString
+		autocommit int
+		completion string
+	)
+	if err := db.QueryRowContext(ctx, "SELECT DATABASE(), @@SESSION.autocommit, @@SESSION.completion_type").Scan(&name, &autocommit, &completion); err != nil {
+		return nil, unavailable("new: current database", err)
+	}
+	// The store's single statements (the sweeper's DELETE, an outbox
+	// claim's reads, Begin's read of the record) must commit on their
+	// own, and each COMMIT must end its transaction: under autocommit=0
+	// a DELETE would never commit and Begin would read an old snapshot,
+	// and under completion_type CHAIN a COMMIT leaves a transaction open
+	// on the pooled connection.
+	if autocommit != 1 {
+		return nil, errors.New("mysqlstore: the connections run with autocommit=0 (the DSN, or init_connect); the store needs autocommit=1: its single statements must commit on their own")
+	}
+	if completion != "NO_CHAIN" {
+		return nil, fmt.Errorf("mysqlstore: the connections run with completion_type=%s; the store needs NO_CHAIN (0): a COMMIT must end its transaction", completion)
+	}
 	if c.Database == "" {
-		var name sql.NullString
-		if err := db.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&name); err != nil {
-			return nil, unavailable("new: current database", err)
-		}
 		if !name.Valid || name.String == "" {
 			return nil, errNoDatabase
 		}
