@@ -170,6 +170,23 @@ func runIntents(t *testing.T, h *runHistory, addr, path, prefix string, n int, b
 	return out
 }
 
+// sendUntilSettled sends key once more, as a client does after the
+// failover, and again while it is answered 409 (for at most 30 s, every
+// 100 ms): a leased record whose completion the failover lost is pending
+// on the promoted server, its lease taken before the failover, and the key
+// is in flight until that lease ends and a retry (or the completer) takes
+// it over.
+func sendUntilSettled(h *runHistory, addr, path, key, body string) op {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		o := send(http.DefaultClient, h, 0, addr, path, key, body)
+		if o.Status != 409 || time.Now().After(deadline) {
+			return o
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // replays reports whether o, a later send of in's key, is a replay of
 // the answer in was acknowledged with. A send that is not (its key ran
 // again, or answered another body) is a result lost by the failover,
@@ -362,7 +379,7 @@ func TestFailoverE2EPayouts(t *testing.T) {
 					t.Fatalf("%s never acknowledged after %d attempts", in.key, in.attempts)
 				}
 				// The client's later retry of the acknowledged key.
-				o := send(http.DefaultClient, h, 0, s.addr, "/payouts", in.key, body(0))
+				o := sendUntilSettled(h, s.addr, "/payouts", in.key, body(0))
 				if o.Status != 201 {
 					t.Errorf("%s: the retry after the failover got %d", in.key, o.Status)
 				}
@@ -446,7 +463,7 @@ func TestFailoverE2ERedisSentinel(t *testing.T) {
 		if !in.acked {
 			t.Fatalf("%s never acknowledged after %d attempts", in.key, in.attempts)
 		}
-		o := send(http.DefaultClient, h, 0, s.addr, "/payouts", in.key, body(0))
+		o := sendUntilSettled(h, s.addr, "/payouts", in.key, body(0))
 		if o.Status != 201 {
 			t.Errorf("%s: the retry after the failover got %d", in.key, o.Status)
 		}
