@@ -175,11 +175,12 @@ type e2eRun struct {
 	s      *server
 	starts int
 
-	lastSegment  time.Time // when the previous segment's publishing ended
-	lateStored   int       // late copies the broker stored (not dropped)
-	lateDropped  int       // late copies the broker dropped as duplicates
-	dupStored    int       // every copy the broker stored
-	killedMidway int       // kills after which messages were still to be acknowledged
+	lastSegment  time.Time     // when the previous segment's publishing ended
+	lateStored   int           // late copies the broker stored (not dropped)
+	lateDropped  int           // late copies the broker dropped as duplicates
+	dupStored    int           // every copy the broker stored
+	killedMidway int           // kills after which messages were still to be acknowledged
+	publishing   chan struct{} // closed once publishAsync's segment is published
 }
 
 // start starts idem serve and checks, right after /healthz answers, that
@@ -222,7 +223,13 @@ func (r *e2eRun) publishSegment(seg []e2ePublish) {
 // waits until it is published, failing the test if it could not be.
 func (r *e2eRun) publishAsync(seg []e2ePublish) (wait func()) {
 	done := make(chan error, 1)
-	go func() { done <- r.publish(seg) }()
+	finished := make(chan struct{})
+	r.publishing = finished
+	go func() {
+		err := r.publish(seg)
+		close(finished)
+		done <- err
+	}()
 	return func() {
 		r.t.Helper()
 		if err := <-done; err != nil {
@@ -297,6 +304,28 @@ func (r *e2eRun) processed() int {
 
 // waitConsuming waits until the current server has processed at least n
 // messages.
+// waitBacklog waits, while publishAsync's segment is still being
+// published, until the broker holds messages the server has not
+// acknowledged: a server that keeps up with a slow publisher (a loaded
+// machine slows the test's publishing more than the server) would be
+// killed idle, with nothing left for the next one.
+func (r *e2eRun) waitBacklog() {
+	for {
+		select {
+		case <-r.publishing:
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		n, err := r.b.pending(ctx)
+		cancel()
+		if err == nil && n > 0 {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 func (r *e2eRun) waitConsuming(n int) {
 	t := r.t
 	t.Helper()

@@ -85,6 +85,7 @@ func consumeE2E(t *testing.T, b *e2eBroker, db string) {
 			break
 		}
 		r.waitConsuming(e2eKillAfter)
+		r.waitBacklog()
 		r.kill()
 		published()
 		r.start()
