@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/mysqltest"
 	"github.com/idemkit/idem/mysqlstore"
@@ -20,15 +18,7 @@ import (
 // locking read.
 func serializable(t *testing.T, dsn string) string {
 	t.Helper()
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Params == nil {
-		cfg.Params = map[string]string{}
-	}
-	cfg.Params["tx_isolation"] = "'SERIALIZABLE'"
-	return cfg.FormatDSN()
+	return withParam(t, dsn, "tx_isolation", "'SERIALIZABLE'")
 }
 
 // storesOnEveryPath opens one store per way atomic work runs (Open's

@@ -71,17 +71,9 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 		return nil
 	}
 	t.ended = true
-	fail := func(op string, err error) error {
-		t.end(ctx, false)
-		if isErr(err, errLockDeadlock) {
-			return lostToConcurrent(t.scope, t.key, err)
-		}
-		return unavailable(op, ctxCause(ctx, err))
-	}
-	r := p.Record
-	headers, err := headersLit(r.Result.Header)
+	headers, err := headersLit(p.Record.Result.Header)
 	if err != nil {
-		return fail("commit", err)
+		return t.fail(ctx, "commit", err)
 	}
 	if t.store.procs.Load() {
 		return t.commitCall(ctx, p, headers)
@@ -89,17 +81,21 @@ func (t *Tx) Commit(ctx context.Context, p *idem.CommitParams) error {
 	return t.commitStatements(ctx, p, headers)
 }
 
+// fail ends the transaction after err, a failure of op, and returns the
+// error Commit reports for it.
+func (t *Tx) fail(ctx context.Context, op string, err error) error {
+	t.end(ctx, false)
+	if isErr(err, errLockDeadlock) {
+		return lostToConcurrent(t.scope, t.key, err)
+	}
+	return unavailable(op, ctxCause(ctx, err))
+}
+
 // commitStatements is Commit on a store without procedures: the
 // savepoint's release, the expired record's DELETE, the record's INSERT
 // and COMMIT, one statement at a time.
 func (t *Tx) commitStatements(ctx context.Context, p *idem.CommitParams, headers string) error {
-	fail := func(op string, err error) error {
-		t.end(ctx, false)
-		if isErr(err, errLockDeadlock) {
-			return lostToConcurrent(t.scope, t.key, err)
-		}
-		return unavailable(op, ctxCause(ctx, err))
-	}
+	fail := func(op string, err error) error { return t.fail(ctx, op, err) }
 	r := p.Record
 	if _, err := t.tx.ExecContext(ctx, "RELEASE SAVEPOINT "+savepoint); err != nil {
 		if isErr(err, errSavepointMissing) || errors.Is(err, sql.ErrTxDone) {

@@ -35,7 +35,10 @@ var webhookDBs = []struct {
 }{
 	{"SQLite", func(t *testing.T) []string { return []string{"-db", filepath.Join(t.TempDir(), "hooks.db")} }},
 	{"Postgres", func(t *testing.T) []string { _, dsn := pgtest.Schema(t); return []string{"-db", dsn} }},
-	{"MySQL", func(t *testing.T) []string { _, dsn := mysqltest.Database(t); return []string{"-db", mysqltest.URL(t, dsn)} }},
+	{"MySQL", func(t *testing.T) []string {
+		_, dsn := mysqltest.Database(t)
+		return []string{"-db", mysqltest.URL(t, dsn)}
+	}},
 }
 
 func webhookArgs(db []string) []string {

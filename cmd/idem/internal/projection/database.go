@@ -104,33 +104,25 @@ var mysqlSchema = []string{
 }
 
 func sqliteDatabase(store *sqlitestore.Store) *database {
-	db := store.DB()
-	return &database{
-		schema: sqliteSchema,
-		sql:    dollarStatements,
-		exec: func(ctx context.Context, q string, args ...any) (bool, error) {
-			tx, ok := sqlitestore.TxFrom(ctx)
-			if !ok {
-				return false, nil
-			}
-			_, err := tx.ExecContext(ctx, q, args...)
-			return true, err
-		},
-		migrate: func(ctx context.Context, stmts []string) error { return execEach(ctx, db, stmts) },
-		query:   sqlQuery(db),
-	}
+	return sqlDatabase(store.DB(), sqliteSchema, dollarStatements, sqlitestore.TxFrom)
 }
 
 // mysqlDatabase is the read model on MySQL or MariaDB. CREATE TABLE IF NOT
 // EXISTS is safe from two processes at once there, and MySQL commits each
 // DDL statement on its own: no lock around the migration.
 func mysqlDatabase(store *mysqlstore.Store) *database {
-	db := store.DB()
+	return sqlDatabase(store.DB(), mysqlSchema, mysqlStatements, mysqlstore.TxFrom)
+}
+
+// sqlDatabase is the read model on a database/sql store: db for the
+// migration and the reads, the *sql.Tx that txFrom finds in ctx for the
+// writes.
+func sqlDatabase(db *sql.DB, schema []string, st statements, txFrom func(context.Context) (*sql.Tx, bool)) *database {
 	return &database{
-		schema: mysqlSchema,
-		sql:    mysqlStatements,
+		schema: schema,
+		sql:    st,
 		exec: func(ctx context.Context, q string, args ...any) (bool, error) {
-			tx, ok := mysqlstore.TxFrom(ctx)
+			tx, ok := txFrom(ctx)
 			if !ok {
 				return false, nil
 			}
