@@ -14,9 +14,9 @@ import (
 
 // A first execution in atomic mode is a few statements of the store's
 // around the work's. go-sql-driver sends one statement per round trip,
-// and a stored procedure runs several in one: Begin's lock, read, transaction and
-// savepoint are one CALL, Commit's savepoint check, INSERT, COMMIT and
-// lock release another. The procedures hold no logic of their own that
+// and a stored procedure runs several in one: Begin's lock, read,
+// transaction and savepoint are one CALL, Commit's savepoint check,
+// INSERT, COMMIT and lock release another. The procedures hold no logic of their own that
 // the statement path lacks: they are its statements, in its order, with
 // its values as parameters. Migrate creates them (CREATE PROCEDURE … IF
 // NOT EXISTS, SQL SECURITY INVOKER: they run with the caller's
