@@ -120,8 +120,9 @@ func TestConformanceReplayProbe(t *testing.T) {
 	conformance(t, &mysqlstore.Config{ReplayProbe: true})
 }
 
-// On a *sql.DB of the caller's (New), the procedures run inside
-// database/sql's own transaction.
+// On a *sql.DB of the caller's (New), database/sql begins and commits
+// the transaction around the procedures (the begin procedure commits
+// database/sql's, empty, before its reads and begins the work's).
 func TestConformanceNew(t *testing.T) {
 	conformanceOn(t, newLocation, func(ctx context.Context, dsn string) (*mysqlstore.Store, error) {
 		db, err := sql.Open("mysql", dsn)

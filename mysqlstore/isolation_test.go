@@ -2,7 +2,6 @@ package mysqlstore_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"sync"
 	"testing"
@@ -31,19 +30,7 @@ func storesOnEveryPath(t *testing.T, dsnOf func(dsn string) string) map[string]*
 	out["deferred"] = open(t, dsnOf(dsn), nil)
 
 	_, dsn = mysqltest.Database(t)
-	db, err := sql.Open("mysql", dsnOf(dsn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	s, err := mysqlstore.New(context.Background(), db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`CREATE TABLE effects (name VARBINARY(255) NOT NULL) ENGINE = InnoDB`); err != nil {
-		t.Fatal(err)
-	}
-	out["procedures"] = s
+	out["procedures"] = openNew(t, dsnOf(dsn), nil)
 
 	_, dsn = mysqltest.Database(t)
 	out["statements"] = open(t, dsnOf(mysqltest.WithoutRoutines(t, dsn)), nil)

@@ -55,19 +55,8 @@ func TestStatementsOfAFirstExecution(t *testing.T) {
 		}, 3, 1},
 		{"procedures", func(t *testing.T) (*mysqlstore.Store, *sql.DB) {
 			_, dsn := mysqltest.Database(t)
-			db, err := sql.Open("mysql", interpolate(t, dsn))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = db.Close() })
-			s, err := mysqlstore.New(ctx, db, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := db.Exec(`CREATE TABLE effects (name VARBINARY(255) NOT NULL) ENGINE = InnoDB`); err != nil {
-				t.Fatal(err)
-			}
-			return s, db
+			s := openNew(t, interpolate(t, dsn), nil)
+			return s, s.DB()
 		}, 5, 3},
 		{"statements", func(t *testing.T) (*mysqlstore.Store, *sql.DB) {
 			_, dsn := mysqltest.Database(t)
@@ -202,18 +191,12 @@ func TestProceduresWithoutExecute(t *testing.T) {
 	for _, path := range []string{"deferred", "procedures"} {
 		t.Run(path, func(t *testing.T) {
 			limited := mysqltest.WithoutExecute(t, dsn)
+			cfg := &mysqlstore.Config{SkipMigrate: true}
 			var s *mysqlstore.Store
 			if path == "deferred" {
-				s = open(t, limited, &mysqlstore.Config{SkipMigrate: true})
+				s = open(t, limited, cfg)
 			} else {
-				db, err := sql.Open("mysql", limited)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = db.Close() })
-				if s, err = mysqlstore.New(context.Background(), db, &mysqlstore.Config{SkipMigrate: true}); err != nil {
-					t.Fatal(err)
-				}
+				s = openNew(t, limited, cfg)
 			}
 			if got := mysqlstore.Path(s); got != path {
 				t.Fatalf("the procedures are visible, so the store starts on %s; got %s", path, got)

@@ -3,6 +3,7 @@ package mysqlstore_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -25,6 +26,25 @@ func open(t testing.TB, dsn string, cfg *mysqlstore.Config) *mysqlstore.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// openNew is New on a *sql.DB of the test's over dsn, closed at clean-up,
+// with the effects table.
+func openNew(t testing.TB, dsn string, cfg *mysqlstore.Config) *mysqlstore.Store {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	s, err := mysqlstore.New(context.Background(), db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS effects (name VARBINARY(255) NOT NULL) ENGINE = InnoDB`); err != nil {
+		t.Fatal(err)
+	}
 	return s
 }
 
