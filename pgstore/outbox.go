@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -10,6 +9,8 @@ import (
 	"github.com/idemkit/idem/outbox"
 	"github.com/idemkit/idem/pgstore/internal/pgschema"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // The transactions of atomic work and of local steps stage messages
@@ -114,48 +115,49 @@ var (
 	_ outbox.Waiter = (*Outbox)(nil)
 )
 
-// Claim implements outbox.Source.
+// Claim implements outbox.Source. BEGIN, the relaxed commit and the claim
+// are one pipelined round trip; Finish sends the marks and COMMIT in one
+// more. A relay's claim thus costs PostgreSQL two round trips however many
+// messages it holds (docs/BENCHMARKS.md, "Transfer events").
 func (o *Outbox) Claim(ctx context.Context, n int) (outbox.Claim, error) {
-	tx, err := o.store.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	conn, err := o.store.pool.Acquire(ctx)
 	if err != nil {
 		return nil, unavailable("outbox claim", err)
 	}
-	if _, err := tx.Exec(ctx, o.sql.Relaxed); err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return nil, unavailable("outbox claim", err)
-	}
-	rows, err := tx.Query(ctx, o.sql.Claim, o.store.names.OutboxLockNS, n)
-	if err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return nil, unavailable("outbox claim", err)
-	}
-	c := &claim{o: o, tx: tx, seq: map[string]int64{}}
-	for rows.Next() {
-		var (
-			seq int64
-			e   outbox.Envelope
-			hdr *string
-		)
-		if err := rows.Scan(&seq, &e.ID, &e.Subject, &e.Body, &hdr, &e.PartitionKey, &e.Attempt); err != nil {
-			rows.Close()
-			_ = tx.Rollback(context.WithoutCancel(ctx))
-			return nil, unavailable("outbox claim", err)
+	c := &claim{o: o, conn: conn, seq: map[string]int64{}}
+	var decodeErr error
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	b.Queue(o.sql.Relaxed)
+	b.Queue(o.sql.Claim, o.store.names.OutboxLockNS, n).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var (
+				seq int64
+				e   outbox.Envelope
+				hdr *string
+			)
+			if err := rows.Scan(&seq, &e.ID, &e.Subject, &e.Body, &hdr, &e.PartitionKey, &e.Attempt); err != nil {
+				return err
+			}
+			e.Attempt++
+			if e.Headers, err = pgschema.DecodeHeaders(hdr); err != nil {
+				decodeErr = fmt.Errorf("pgstore: outbox message %s: headers: %w", e.ID, err)
+				return decodeErr
+			}
+			c.msgs = append(c.msgs, e)
+			c.seq[e.ID] = seq
 		}
-		e.Attempt++
-		if e.Headers, err = pgschema.DecodeHeaders(hdr); err != nil {
-			rows.Close()
-			_ = tx.Rollback(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("pgstore: outbox message %s: headers: %w", e.ID, err)
+		return rows.Err()
+	})
+	if err := conn.Conn().SendBatch(ctx, b).Close(); err != nil {
+		c.end(ctx)
+		if decodeErr != nil {
+			return nil, decodeErr
 		}
-		c.msgs = append(c.msgs, e)
-		c.seq[e.ID] = seq
-	}
-	if err := rows.Err(); err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
 		return nil, unavailable("outbox claim", err)
 	}
 	if err := c.leaveOutBlocked(ctx); err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
+		c.end(ctx)
 		return nil, unavailable("outbox claim", err)
 	}
 	return c, nil
@@ -170,7 +172,7 @@ func (c *claim) leaveOutBlocked(ctx context.Context) error {
 	if first == "" {
 		return nil
 	}
-	rows, err := c.tx.Query(ctx, c.o.sql.Blocked, first)
+	rows, err := c.conn.Query(ctx, c.o.sql.Blocked, first)
 	if err != nil {
 		return err
 	}
@@ -182,16 +184,33 @@ func (c *claim) leaveOutBlocked(ctx context.Context) error {
 	return nil
 }
 
+// claim holds its rows locked in the transaction open on conn until Finish
+// or Abort.
 type claim struct {
-	o    *Outbox
-	tx   pgx.Tx
-	msgs []outbox.Envelope
-	seq  map[string]int64
+	o     *Outbox
+	conn  *pgxpool.Conn
+	ended bool
+	msgs  []outbox.Envelope
+	seq   map[string]int64
 }
 
 func (c *claim) Messages() []outbox.Envelope { return c.msgs }
 
+// end rolls back what is left of the claim's transaction and releases its
+// connection, once.
+func (c *claim) end(ctx context.Context) {
+	if !c.ended {
+		c.ended = true
+		endConn(ctx, c.conn)
+	}
+}
+
+// Finish pipelines the marks and COMMIT. A mark that fails stops the
+// pipeline before COMMIT, and the claim is rolled back whole.
 func (c *claim) Finish(ctx context.Context, out *outbox.Outcome) ([]string, error) {
+	if c.ended {
+		return nil, pgx.ErrTxClosed
+	}
 	b := &pgx.Batch{}
 	if len(out.Sent) > 0 {
 		seqs := make([]int64, 0, len(out.Sent))
@@ -213,24 +232,25 @@ func (c *claim) Finish(ctx context.Context, out *outbox.Outcome) ([]string, erro
 			return nil
 		})
 	}
-	if b.Len() > 0 {
-		if err := c.tx.SendBatch(ctx, b).Close(); err != nil {
-			_ = c.tx.Rollback(context.WithoutCancel(ctx))
-			return nil, unavailable("outbox mark", err)
-		}
-	}
-	if err := c.tx.Commit(ctx); err != nil {
+	var commitTag pgconn.CommandTag
+	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
+		commitTag = ct
+		return nil
+	})
+	err := c.conn.Conn().SendBatch(ctx, b).Close()
+	c.end(ctx) // rolls back if the pipeline stopped short of COMMIT
+	switch {
+	case err != nil:
 		return nil, unavailable("outbox mark", err)
+	case commitTag.String() != "COMMIT":
+		return nil, unavailable("outbox mark", fmt.Errorf("the claim was rolled back (%s): %w", commitTag, pgx.ErrTxCommitRollback))
 	}
 	return parked, nil
 }
 
 func (c *claim) Abort(ctx context.Context) error {
-	err := c.tx.Rollback(context.WithoutCancel(ctx))
-	if errors.Is(err, pgx.ErrTxClosed) {
-		return nil
-	}
-	return err
+	c.end(ctx)
+	return nil
 }
 
 // Backlog implements outbox.Source.
