@@ -115,7 +115,7 @@ var (
 	_ outbox.Waiter = (*Outbox)(nil)
 )
 
-// Claim implements outbox.Source. BEGIN, the relaxed commit and the claim
+// Claim implements outbox.Source. BEGIN, the claim's settings and the claim
 // are one pipelined round trip; Finish sends the marks and COMMIT in one
 // more. A relay's claim thus costs PostgreSQL two round trips however many
 // messages it holds (docs/BENCHMARKS.md, "Transfer events").
@@ -128,7 +128,7 @@ func (o *Outbox) Claim(ctx context.Context, n int) (outbox.Claim, error) {
 	var decodeErr error
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	b.Queue(o.sql.Relaxed)
+	b.Queue(o.sql.ClaimSettings)
 	b.Queue(o.sql.Claim, o.store.names.OutboxLockNS, n).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var (

@@ -78,7 +78,7 @@ func (o *Outbox) Claim(ctx context.Context, n int) (outbox.Claim, error) {
 		_ = tx.Rollback()
 		return nil, unavailable("outbox claim", err)
 	}
-	if _, err := tx.ExecContext(ctx, o.sql.Relaxed); err != nil {
+	if _, err := tx.ExecContext(ctx, o.sql.ClaimSettings); err != nil {
 		return fail(err)
 	}
 	rows, err := tx.QueryContext(ctx, o.sql.Claim, o.store.names.OutboxLockNS, n)

@@ -49,12 +49,17 @@ type OutboxStatements struct {
 	Notify string
 	// Listen subscribes a connection to the channel.
 	Listen string
-	// Relaxed is the claim transaction's first statement: its commit (the
-	// marks) does not wait for the WAL flush. A mark lost to a server crash
-	// only makes the relay publish the message again, with the same id,
-	// which at-least-once allows; the staging transactions are not
-	// affected.
-	Relaxed string
+	// ClaimSettings is the claim transaction's first statement. Its
+	// commit (the marks) does not wait for the WAL flush: a mark lost to a
+	// server crash only makes the relay publish the message again, with
+	// the same id, which at-least-once allows; the staging transactions
+	// are not affected. And its Claim and Blocked scan the pending index
+	// in seq order, never as a bitmap: a sent message leaves a dead entry
+	// in that index until VACUUM, which an index scan marks dead the first
+	// time it passes it and skips from then on, while a bitmap scan visits
+	// its heap row on every claim, so that the cost of an empty claim grew
+	// with the messages sent since the table's last VACUUM.
+	ClaimSettings string
 	// Claim locks up to $2 pending messages in staging order, skipping
 	// those another claim holds and every message of a partition key
 	// another claim holds ($1 is Names.OutboxLockNS): the partition's
@@ -93,9 +98,9 @@ func NewOutboxStatements(n Names) OutboxStatements {
 	return OutboxStatements{
 		Insert: `INSERT INTO ` + o + ` (id, scope, key, name, subject, body, headers, partition_key)
 VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8) ON CONFLICT (id) DO NOTHING`,
-		Notify:  `SELECT pg_notify($1, '')`,
-		Relaxed: `SET LOCAL synchronous_commit TO off`,
-		Listen:  `LISTEN ` + Quote(n.OutboxChannel),
+		Notify:        `SELECT pg_notify($1, '')`,
+		ClaimSettings: `SELECT set_config('synchronous_commit', 'off', true), set_config('enable_bitmapscan', 'off', true)`,
+		Listen:        `LISTEN ` + Quote(n.OutboxChannel),
 		Blocked: `SELECT DISTINCT o.partition_key FROM ` + o + ` AS o
 JOIN jsonb_each_text($1::text::jsonb) AS f(pk, first) ON o.partition_key = f.pk AND o.seq < f.first::bigint
 WHERE o.sent_at IS NULL AND o.parked_at IS NULL`,
