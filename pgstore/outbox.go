@@ -140,10 +140,12 @@ func (o *Outbox) Claim(ctx context.Context, n int) (outbox.Claim, error) {
 				return err
 			}
 			e.Attempt++
-			if e.Headers, err = pgschema.DecodeHeaders(hdr); err != nil {
+			h, err := pgschema.DecodeHeaders(hdr)
+			if err != nil {
 				decodeErr = fmt.Errorf("pgstore: outbox message %s: headers: %w", e.ID, err)
 				return decodeErr
 			}
+			e.Headers = h
 			c.msgs = append(c.msgs, e)
 			c.seq[e.ID] = seq
 		}
