@@ -147,9 +147,19 @@ func (c *importCommand) run(ctx context.Context, o *importOptions) error {
 	if err != nil {
 		return err
 	}
-	svc, err := transfers.New(ctx, b.ledger, &transfers.Config{Guard: guard, Logger: slog.New(slog.NewTextHandler(c.Stderr, nil))})
+	// A ledger whose transfers idem serve -publish announces gets the
+	// events of the rows too, staged in each row's transaction, for its
+	// relay (or idem relay) to publish.
+	announced, err := b.ledger.Announced(ctx)
 	if err != nil {
 		return fmt.Errorf("import: %w", err)
+	}
+	svc, err := transfers.New(ctx, b.ledger, &transfers.Config{Guard: guard, Events: announced, Logger: slog.New(slog.NewTextHandler(c.Stderr, nil))})
+	if err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
+	if announced {
+		fmt.Fprintln(c.Stderr, "idem import: the ledger's transfers are announced (idem serve -publish): each applied row stages its event, which the relay of idem serve -publish or idem relay publishes")
 	}
 
 	items := make([]batch.Item[transfers.ImportRow], len(rows))

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os/exec"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -41,8 +42,31 @@ func TestProjectionEndToEnd(t *testing.T) {
 	}
 }
 
-// projectionIntents is how many transfers the clients make per case.
-const projectionIntents = 150
+// projectionIntents is how many transfers the clients make per case, and
+// projectionImportRows how many more an idem import applies.
+const projectionIntents, projectionImportRows = 150, 20
+
+// importRows runs idem import of projectionImportRows transfers between
+// the accounts a0… into db.
+func importRows(t *testing.T, db, dir string, nAccounts int) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("id,from,to,amount\n")
+	for i := range projectionImportRows {
+		fmt.Fprintf(&b, "row-%d,a%d,a%d,%d\n", i, i%nAccounts, (i+1)%nAccounts, 1+i%7)
+	}
+	file := filepath.Join(dir, "import.csv")
+	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sum, code, stderr := runImport(t, "-db", db, file)
+	if code != 0 || sum.Applied != projectionImportRows {
+		t.Fatalf("idem import: exit %d, %d applied, want %d:\n%s", code, sum.Applied, projectionImportRows, stderr)
+	}
+	if !strings.Contains(stderr, "announced") {
+		t.Errorf("idem import did not say it stages events:\n%s", stderr)
+	}
+}
 
 func runProjectionE2E(t *testing.T, broker, db string) {
 	var b [5]byte
@@ -137,6 +161,11 @@ func runProjectionE2E(t *testing.T, broker, db string) {
 			target, args, cmd = &proj, projectArgs, "project"
 		}
 		e2eKill(t, target.Load())
+		if k == 2 {
+			// While idem serve is down (SQLite is one process per
+			// file), an import: its rows are announced too.
+			importRows(t, serveDB, dir, nAccounts)
+		}
 		target.Store(startIdem(t, cmd, args...))
 	}
 	wg.Wait()
@@ -151,8 +180,8 @@ func runProjectionE2E(t *testing.T, broker, db string) {
 		Transfers []struct{ ID int64 }
 	}
 	srv.Load().getJSON(t, "/transfers", &ledger)
-	if ledger.Count != projectionIntents {
-		t.Fatalf("the ledger holds %d transfers, want %d", ledger.Count, projectionIntents)
+	if ledger.Count != projectionIntents+projectionImportRows {
+		t.Fatalf("the ledger holds %d transfers, want %d", ledger.Count, projectionIntents+projectionImportRows)
 	}
 	want := make([]int64, 0, ledger.Count)
 	for _, tr := range ledger.Transfers {

@@ -314,6 +314,11 @@ func (c *serveCommand) run(ctx context.Context, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
+	// For idem import, which stages the events of its rows when the
+	// ledger's transfers are announced.
+	if err := b.ledger.SetAnnounced(ctx, cfg.Events); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	if cfg.Leased != nil {
 		// Stopped, and waited for, before the store closes.
 		m := newCompleterMetrics(reg, idemhttp.KindPrefix+transfers.PayoutKind)

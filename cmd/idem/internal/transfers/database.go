@@ -208,7 +208,7 @@ func (db *Database) migrate(ctx context.Context) (err error) {
 // created before them), adds the columns added since (migrateImport,
 // migratePayoutOpKey), and adds transfers.message_id to a ledger created
 // before it existed (the column is NULL for the transfers made until then,
-// which came over HTTP). The ALTER runs only when the column is missing,
+// which came over HTTP), and the deposits and ledger_settings tables. The ALTER runs only when the column is missing,
 // so that a restart does not queue for the table's exclusive lock behind
 // running transfers.
 func (db *Database) migrateSteps(ctx context.Context) error {
@@ -230,7 +230,10 @@ func (db *Database) migrateSteps(ctx context.Context) error {
 	if err := db.migratePayoutOpKey(ctx); err != nil {
 		return err
 	}
-	return db.migrateDeposits(ctx)
+	if err := db.migrateDeposits(ctx); err != nil {
+		return err
+	}
+	return db.migrateSettings(ctx)
 }
 
 // database/sql adapter.

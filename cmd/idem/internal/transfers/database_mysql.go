@@ -123,6 +123,8 @@ var mysqlRewrites = map[string]string{
 	FOREIGN KEY (account) REFERENCES accounts (id),
 	UNIQUE KEY deposits_webhook_id (webhook_id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`,
+	settingsDDL: "CREATE TABLE IF NOT EXISTS ledger_settings (name VARCHAR(64) NOT NULL PRIMARY KEY, val VARCHAR(255) NOT NULL) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin",
+	setSetting:  `INSERT INTO ledger_settings (name, val) VALUES ($1, $2) ON DUPLICATE KEY UPDATE val = $2`,
 	// With the driver's default (no CLIENT_FOUND_ROWS), a row left as it
 	// was counts 0 affected: the deposit was recorded before.
 	insertDeposit: `INSERT INTO deposits (deposit_id, webhook_id, account, amount, created_at) VALUES ($1, $2, $3, $4, $5) ON DUPLICATE KEY UPDATE webhook_id = webhook_id`,
