@@ -17,6 +17,9 @@ import (
 	"github.com/idemkit/idem/mysqlstore"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/sqlitestore"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 const projectSynopsis = `project -consume URL [-db projection.db | postgres://… | mysql://…] [-addr 127.0.0.1:8081] [-events transfers] [-consume-ttl 168h]
@@ -25,8 +28,8 @@ project runs a downstream read model of the transfers service: it consumes
 the transfer events idem serve -publish announces, applies each event id once
 through an inbox, in one transaction with the read model, and keeps
 per-account totals. It serves GET /applied ({"count","transfer_ids"}: one
-entry per event applied), GET /accounts/{id} ({"id","debits","credits"}) and
-GET /healthz.
+entry per event applied), GET /accounts/{id} ({"id","debits","credits"}),
+GET /healthz and GET /metrics (idem_inbox_messages_total{consumer="projection"}).
 
 NATS (nats://…): the durable consumer idem-projection on the stream
 TRANSFER_EVENTS, subject transfers.created. RabbitMQ (amqp://…): the durable
@@ -127,7 +130,9 @@ func (c *projectCommand) run(ctx context.Context, o *projectOptions) error {
 	if err := p.Migrate(ctx); err != nil {
 		return err
 	}
-	ib, err := inbox.New(b.store, &inbox.Config{Name: projectionInbox, TTL: o.consumeTTL, Logger: log})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ib, err := inbox.New(b.store, &inbox.Config{Name: projectionInbox, TTL: o.consumeTTL, Logger: log, Observer: inboxMetrics(reg, projectionInbox)})
 	if err != nil {
 		return err
 	}
@@ -137,7 +142,7 @@ func (c *projectCommand) run(ctx context.Context, o *projectOptions) error {
 		return fmt.Errorf("project: -consume %s: %w", redactURL(o.consume), err)
 	}
 	consumeCtx, stopConsuming := context.WithCancel(ctx)
-	cons := startConsumer(consumeCtx, run, log)
+	cons := startConsumer(consumeCtx, "idem project", run, log)
 	// However run returns, the consumer is stopped, and waited for,
 	// before the store closes (deferred above).
 	defer func() {
@@ -149,7 +154,10 @@ func (c *projectCommand) run(ctx context.Context, o *projectOptions) error {
 	if err != nil {
 		return fmt.Errorf("project: %w", err)
 	}
-	srv := &http.Server{Handler: p.Handler(log), ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/", p.Handler(log))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	log.Info("idem project: listening", "addr", "http://"+ln.Addr().String(), "db", redact(o.db), "consume", redactURL(o.consume), "inbox", ib.Scope())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -114,6 +114,11 @@ func runProjectionE2E(t *testing.T, broker, db string) {
 	var proj, srv atomic.Pointer[server]
 	proj.Store(startIdem(t, "project", projectArgs...))
 	srv.Store(startIdem(t, "serve", serveArgs...))
+	// On the SQL servers, a second relay beside idem serve's.
+	var relay *server
+	if db != "sqlite" {
+		relay = startIdem(t, "relay", "-db", serveDB, "-publish", url, "-events", events)
+	}
 	const nAccounts = 6
 	for i := range nAccounts {
 		if status, body := srv.Load().do(t, "PUT", fmt.Sprintf("/accounts/a%d", i), "", `{"balance":1000000}`); status != 200 {
@@ -218,7 +223,16 @@ func runProjectionE2E(t *testing.T, broker, db string) {
 			t.Errorf("account a%d: the projection says %d, the ledger %d", i, got, acct.Balance)
 		}
 	}
-	for _, s := range []*server{srv.Load(), proj.Load()} {
+	// The metrics: nothing left pending, and the projection's inbox
+	// counted what it applied.
+	checkMetrics(t, srv.Load(), "idem_outbox_pending 0", "idem_outbox_parked 0", "idem_outbox_published_total ")
+	checkMetrics(t, proj.Load(), `idem_inbox_messages_total{consumer="projection",outcome="applied"} `)
+	stopped := []*server{srv.Load(), proj.Load()}
+	if relay != nil {
+		checkMetrics(t, relay, "idem_outbox_pending 0", "idem_outbox_published_total ")
+		stopped = append(stopped, relay)
+	}
+	for _, s := range stopped {
 		if code, _ := s.stop(t); code != 0 {
 			t.Errorf("exit %d\n%s", code, s.stderr)
 		}
@@ -278,6 +292,21 @@ func diffIDs(got, want []int64) string {
 		foreign = append(foreign, id)
 	}
 	return fmt.Sprintf("missing %v, more than once %v, foreign %v", missing, twice, foreign)
+}
+
+// checkMetrics GETs /metrics and fails unless it holds each of lines at
+// the start of a line.
+func checkMetrics(t *testing.T, s *server, lines ...string) {
+	t.Helper()
+	status, body := s.do(t, "GET", "/metrics", "", "")
+	if status != 200 {
+		t.Fatalf("GET /metrics: %d %s", status, body)
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(body, l) && !strings.Contains(body, "\n"+l) {
+			t.Errorf("GET /metrics of idem %s has no line starting %q", s.cmd.Args[1], l)
+		}
+	}
 }
 
 // getJSON GETs path and decodes its 200 answer into v.

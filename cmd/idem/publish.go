@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemprom"
 	"github.com/idemkit/idem/mysqlstore"
 	"github.com/idemkit/idem/outbox"
 	"github.com/idemkit/idem/outbox/amqpoutbox"
@@ -18,6 +19,7 @@ import (
 	"github.com/idemkit/idem/sqlitestore"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -98,8 +100,9 @@ func eventPublisher(ctx context.Context, raw string, n eventNames, log *slog.Log
 }
 
 // startRelay runs the relay of the store's outbox to the -publish broker
-// until ctx ends or stop is called; stop waits for it.
-func startRelay(ctx context.Context, store idem.Store, raw string, n eventNames, log *slog.Logger) (stop func(), err error) {
+// until ctx ends or stop is called; stop waits for it. The relay's
+// metrics are registered on reg.
+func startRelay(ctx context.Context, store idem.Store, raw string, n eventNames, reg prometheus.Registerer, log *slog.Logger) (stop func(), err error) {
 	src, poll, err := outboxSource(store)
 	if err != nil {
 		return nil, err
@@ -109,6 +112,14 @@ func startRelay(ctx context.Context, store idem.Store, raw string, n eventNames,
 		return nil, fmt.Errorf("-publish %s: %w", redactURL(raw), err)
 	}
 	r := outbox.NewRelay(src, pub, &outbox.RelayConfig{PollInterval: poll, Logger: log})
+	col, err := idemprom.NewOutboxCollector(r, nil)
+	if err == nil {
+		err = reg.Register(col)
+	}
+	if err != nil {
+		closePub()
+		return nil, fmt.Errorf("the relay's metrics: %w", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

@@ -333,7 +333,7 @@ func (c *serveCommand) run(ctx context.Context, o *serveOptions) error {
 
 	if o.publish != "" {
 		// Stopped, and waited for, before the store closes.
-		stop, err := startRelay(ctx, b.store, o.publish, eventsNamed(o.events), log)
+		stop, err := startRelay(ctx, b.store, o.publish, eventsNamed(o.events), reg, log)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
@@ -361,7 +361,7 @@ func (c *serveCommand) run(ctx context.Context, o *serveOptions) error {
 			return fmt.Errorf("serve: -consume %s: %w", redactURL(o.consume), err)
 		}
 		log.Info("idem serve: consuming", "consume", redactURL(o.consume), "queue", o.queue, "inbox", ib.Scope())
-		cons = startConsumer(consumeCtx, run, log)
+		cons = startConsumer(consumeCtx, "idem serve", run, log)
 	}
 
 	stopAdmin, _, err := startAdmin(&o.admin, b.store, cfg.Guard, o.leased.reportAfter, o.ttl, log)

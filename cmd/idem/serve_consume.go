@@ -105,25 +105,26 @@ func redactURL(raw string) string {
 
 // consumer is a source's run going on in the background.
 type consumer struct {
+	cmd  string        // "idem serve", "idem project": the prefix of its log lines
 	done chan struct{} // closed when run has returned
 	err  error         // run's error, set before done is closed
 }
 
 // startConsumer runs run in the background until ctx ends, and logs its
-// end.
-func startConsumer(ctx context.Context, run func(ctx context.Context) error, log *slog.Logger) *consumer {
-	c := &consumer{done: make(chan struct{})}
+// end as the command cmd ("idem serve").
+func startConsumer(ctx context.Context, cmd string, run func(ctx context.Context) error, log *slog.Logger) *consumer {
+	c := &consumer{cmd: cmd, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		c.err = run(ctx)
 		switch {
 		case c.err != nil:
-			log.Error("idem serve: the consumer stopped", "err", c.err)
+			log.Error(c.cmd+": the consumer stopped", "err", c.err)
 		case ctx.Err() == nil:
 			c.err = errors.New("the consumer stopped on its own")
-			log.Error("idem serve: the consumer stopped on its own")
+			log.Error(c.cmd + ": the consumer stopped on its own")
 		default:
-			log.Info("idem serve: the consumer stopped")
+			log.Info(c.cmd + ": the consumer stopped")
 		}
 	}()
 	return c
@@ -134,6 +135,6 @@ func (c *consumer) wait(d time.Duration, log *slog.Logger) {
 	select {
 	case <-c.done:
 	case <-time.After(d):
-		log.Warn("idem serve: the consumer did not stop within " + d.String() + "; its unacknowledged messages will be delivered again")
+		log.Warn(c.cmd + ": the consumer did not stop within " + d.String() + "; its unacknowledged messages will be delivered again")
 	}
 }
