@@ -3,9 +3,12 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"regexp"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/outbox"
@@ -86,5 +89,53 @@ func TestRelayConfigRefusesNegatives(t *testing.T) {
 	}
 	if _, err := outbox.NewRelay(nil, nil, nil).RunOnce(context.Background()); err == nil {
 		t.Error("RunOnce without a Source returned nil")
+	}
+}
+
+// refuseAll refuses every publish and counts them.
+type refuseAll struct{ n atomic.Int64 }
+
+func (p *refuseAll) Publish(context.Context, outbox.Envelope) error {
+	p.n.Add(1)
+	return fmt.Errorf("%w: no queue is bound", outbox.ErrRefused)
+}
+
+// A broker that refuses every message is most likely misconfigured: the
+// relay backs off between such claims rather than spending a message's
+// attempts at its poll rate (every 1 ms here) and parking it within
+// milliseconds.
+func TestRelayBacksOffWhenEveryMessageIsRefused(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "idem.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	g, err := idem.New(s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := g.Do(ctx, idem.Request{Scope: "s", Key: "k"}, func(ctx context.Context) (idem.Result, error) {
+		return idem.Result{Status: 200}, outbox.Stage(ctx, outbox.Message{Name: "m"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	pub := new(refuseAll)
+	r := outbox.NewRelay(s.Outbox(), pub, &outbox.RelayConfig{PollInterval: time.Millisecond, MaxAttempts: 10, MaxBackoff: time.Second})
+	rctx, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
+	defer cancel()
+	if err := r.Run(rctx); err != nil {
+		t.Fatal(err)
+	}
+	// 50, 100 and 200 ms of backoff fit in 400 ms: at most 4 attempts.
+	if n := pub.n.Load(); n > 4 {
+		t.Errorf("%d publishes in 400 ms, want at most 4 (a backoff from 50 ms)", n)
+	}
+	b, err := s.Outbox().Backlog(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Parked != 0 || b.Pending != 1 {
+		t.Errorf("backlog %+v, want the message pending, not parked", b)
 	}
 }

@@ -19,7 +19,11 @@ type RelayConfig struct {
 	// makes it start sooner. Defaults to 1 second.
 	PollInterval time.Duration
 	// MaxAttempts is how many refusals of a message (errors matching
-	// ErrRefused) park it. Defaults to 10.
+	// ErrRefused) park it. Defaults to 10. A claim whose every message
+	// was refused is followed by the backoff of MaxBackoff, so that a
+	// broker refusing everything (a missing stream or binding) parks a
+	// message after about 16 seconds with the defaults, not within
+	// milliseconds.
 	MaxAttempts int
 	// Retention is how long a sent message is kept before a sweep deletes
 	// it. Defaults to 24 hours. Negative: never swept.
@@ -159,13 +163,24 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
-		n, err := r.RunOnce(ctx)
+		n, sent, err := r.runOnce(ctx)
 		if ctx.Err() != nil {
 			break
 		}
 		if err != nil {
 			r.cfg.Logger.ErrorContext(ctx, "outbox: relay failed; retrying", "err", err)
 			backoff = min(max(2*backoff, minBackoff), r.cfg.MaxBackoff)
+			sleep(ctx, backoff)
+			continue
+		}
+		if n > 0 && sent == 0 {
+			// The broker refused every message of the claim: most
+			// likely it is misconfigured (a stream or a binding
+			// missing), not the messages. Retrying at once would
+			// spend their attempts in a few milliseconds and park
+			// them all; the backoff gives the operator time.
+			backoff = min(max(2*backoff, minBackoff), r.cfg.MaxBackoff)
+			r.cfg.Logger.WarnContext(ctx, "outbox: the broker refused every message of the batch; backing off", "messages", n, "wait", backoff)
 			sleep(ctx, backoff)
 			continue
 		}
@@ -205,17 +220,23 @@ func sleep(ctx context.Context, d time.Duration) {
 // was not a refusal (the batch's confirmed messages are still marked
 // sent).
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	n, _, err := r.runOnce(ctx)
+	return n, err
+}
+
+// runOnce is RunOnce, which also returns how many messages it marked sent.
+func (r *Relay) runOnce(ctx context.Context) (n, sent int, err error) {
 	if r.err != nil {
-		return 0, r.err
+		return 0, 0, r.err
 	}
 	c, err := r.src.Claim(ctx, r.cfg.BatchSize)
 	if err != nil {
 		r.failures.Add(1)
-		return 0, fmt.Errorf("outbox: claim: %w", err)
+		return 0, 0, fmt.Errorf("outbox: claim: %w", err)
 	}
 	msgs := c.Messages()
 	if len(msgs) == 0 {
-		return 0, c.Abort(ctx)
+		return 0, 0, c.Abort(ctx)
 	}
 	o := &Outcome{MaxAttempts: r.cfg.MaxAttempts}
 	pubErr := r.publish(ctx, msgs, o)
@@ -228,7 +249,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		_ = c.Abort(fctx)
 		r.failures.Add(1)
-		return len(msgs), fmt.Errorf("outbox: mark %d sent: %w", len(o.Sent), err)
+		return len(msgs), 0, fmt.Errorf("outbox: mark %d sent: %w", len(o.Sent), err)
 	}
 	r.published.Add(uint64(len(o.Sent)))
 	r.refused.Add(uint64(len(o.Failed)))
@@ -241,9 +262,9 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	}
 	if pubErr != nil {
 		r.failures.Add(1)
-		return len(msgs), pubErr
+		return len(msgs), len(o.Sent), pubErr
 	}
-	return len(msgs), nil
+	return len(msgs), len(o.Sent), nil
 }
 
 func failureOf(fs []Failure, id string) string {

@@ -71,7 +71,8 @@ type Backlog struct {
 	Parked        int64
 }
 
-// ParkedMessage is a message the relay stopped publishing.
+// ParkedMessage is a message the relay stopped publishing. Its Attempt
+// is the number of refusals recorded for it.
 type ParkedMessage struct {
 	Envelope
 	StagedAt  time.Time

@@ -346,7 +346,7 @@ func TestUsageErrors(t *testing.T) {
 			t.Errorf("idem %v: err = %v, want a usage error", args, err)
 		}
 	}
-	for _, cmd := range []string{"serve", "demo", "bench", "sweep", "inspect", "relay", "project"} {
+	for _, cmd := range []string{"serve", "demo", "bench", "sweep", "inspect", "relay", "project", "outbox"} {
 		var out, errOut bytes.Buffer
 		err := (&Main{Stdout: &out, Stderr: &errOut}).Run(context.Background(), []string{cmd, "-h"})
 		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "Usage: idem "+cmd) || errOut.Len() != 0 {

@@ -77,6 +77,7 @@ Commands:
 	import   apply a CSV of transfers to the ledger; re-running it applies nothing twice
 	relay    publish the transfer events staged by idem serve -publish (its outbox relay, alone)
 	project  run a read model of the transfer events, each event applied once
+	outbox   show the outbox's pending and parked events; unpark them
 
 Run "idem <command> -h" for a command's flags.
 `
@@ -122,6 +123,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&relayCommand{Main: m}).Run(ctx, rest)
 	case "project":
 		return (&projectCommand{Main: m}).Run(ctx, rest)
+	case "outbox":
+		return (&outboxCommand{Main: m}).Run(ctx, rest)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(m.Stdout, usage)
 		return nil

@@ -64,6 +64,9 @@ func (c *relayCommand) Run(ctx context.Context, args []string) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
+	if err := sqliteExists("relay", o.db); err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(c.Stderr, nil))
 	b, err := openBackend(ctx, o.db, backendOptions{lockedHint: "another process holds the file"})
 	if err != nil {

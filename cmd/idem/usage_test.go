@@ -42,6 +42,8 @@ func parseCommandLine(t *testing.T, args []string) (commandOptions, error) {
 		o, synopsis = new(relayOptions), relaySynopsis
 	case "project":
 		o, synopsis = new(projectOptions), projectSynopsis
+	case "outbox":
+		o, synopsis, sx = new(outboxOptions), outboxSynopsis, flagsAnywhere
 	default:
 		t.Fatalf("no command %q", name)
 	}
@@ -185,6 +187,11 @@ func TestUsageErrorTable(t *testing.T) {
 		{[]string{"project", "-consume", "nats://127.0.0.1:4222", "-consume-ttl", "0s"}, "project: -consume-ttl must be positive"},
 		{[]string{"project", "-consume", "nats://127.0.0.1:4222", "-events", ""}, "project: -events must be 1 to 64"},
 		{[]string{"project", "-consume", "nats://127.0.0.1:4222", "extra"}, `project: unexpected argument "extra"`},
+		{[]string{"outbox", "-db", "redis://127.0.0.1:6379"}, "outbox: -db must be the SQL database"},
+		{[]string{"outbox", "-limit", "0"}, "outbox: -limit must be 1 to 10000"},
+		{[]string{"outbox", "-unpark", ""}, "outbox: -unpark needs message ids"},
+		{[]string{"outbox", "-unpark", "msg_a,,msg_b"}, "outbox: -unpark needs message ids"},
+		{[]string{"outbox", "extra"}, `outbox: unexpected argument "extra"`},
 
 		// check
 		{[]string{"check"}, `check: want one URL, got 0 arguments (run "idem check -h")`},
