@@ -93,14 +93,50 @@ func validQueueName(name string) bool {
 func redactURL(raw string) string {
 	urls := strings.Split(raw, ",")
 	for i, s := range urls {
-		u, err := url.Parse(strings.TrimSpace(s))
+		s = strings.TrimSpace(s)
+		u, err := url.Parse(s)
 		if err != nil {
 			urls[i] = "(unparsable URL)"
 			continue
 		}
-		urls[i] = u.Redacted()
+		hidden := false
+		if u.User != nil {
+			hidden = true
+			if _, ok := u.User.Password(); ok {
+				u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			} else {
+				// A user without a password is a token to NATS
+				// (nats://token@host): hidden whole.
+				u.User = url.User("xxxxx")
+			}
+		}
+		q := u.Query()
+		for k := range q {
+			if secretParam(k) {
+				q.Set(k, "xxxxx")
+				hidden = true
+			}
+		}
+		if !hidden {
+			urls[i] = s // as given, even without a host ("nats://")
+			continue
+		}
+		u.RawQuery = q.Encode()
+		urls[i] = u.String()
 	}
 	return strings.Join(urls, ",")
+}
+
+// secretParam reports whether a URL query parameter named k may hold a
+// credential.
+func secretParam(k string) bool {
+	k = strings.ToLower(k)
+	for _, w := range []string{"pass", "token", "secret", "key", "cred", "auth"} {
+		if strings.Contains(k, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // consumer is a source's run going on in the background.

@@ -375,6 +375,11 @@ func TestRedactURLList(t *testing.T) {
 		"amqp://guest:secret@127.0.0.1:5672/":   "amqp://guest:xxxxx@127.0.0.1:5672/",
 		"nats://u:p1@a:4222,nats://u:p2@b:4222": "nats://u:xxxxx@a:4222,nats://u:xxxxx@b:4222",
 		"nats://a:4222, nats://u:p@b:4222":      "nats://a:4222,nats://u:xxxxx@b:4222",
+		// A NATS token is the user part without a password.
+		"nats://s3cr3t-token@127.0.0.1:4222":             "nats://xxxxx@127.0.0.1:4222",
+		"amqps://h:5671/?auth_token=s3cr3t&heartbeat=10": "amqps://h:5671/?auth_token=xxxxx&heartbeat=10",
+		// Without credentials, as given (not "nats:").
+		"nats://": "nats://",
 	} {
 		if got := redactURL(in); got != want {
 			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
