@@ -87,6 +87,9 @@ func (o *projectOptions) validate() error {
 	case "nats":
 		o.source = projectNATS
 	case "amqp", "amqps":
+		if err := validAMQP("project", "-consume", o.consume); err != nil {
+			return err
+		}
 		o.source = projectAMQP
 	default:
 		return usageError{fmt.Sprintf("project: -consume: unknown scheme %q (supported schemes: amqp, amqps, nats)", u.Scheme)}
