@@ -5,11 +5,13 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+
+	"github.com/idemkit/idem/cmd/idem/internal/transfers"
 )
 
 // Handler serves the read model: GET /applied ({"count","transfer_ids"}),
-// GET /accounts/{id} ({"id","debits","credits"}; 404 for an account no
-// event named) and GET /healthz.
+// GET /accounts/{id} ({"id","debits","credits"}; 400 for an id the
+// ledger would refuse, 404 for an account no event named) and GET /healthz.
 func (p *Projection) Handler(log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -27,7 +29,12 @@ func (p *Projection) Handler(log *slog.Logger) http.Handler {
 		}{len(ids), ids})
 	})
 	mux.HandleFunc("GET /accounts/{id}", func(w http.ResponseWriter, r *http.Request) {
-		a, err := p.Account(r.Context(), r.PathValue("id"))
+		id := r.PathValue("id")
+		if !transfers.ValidAccountID(id) {
+			transfers.InvalidAccountID(w) // 400, as the ledger answers
+			return
+		}
+		a, err := p.Account(r.Context(), id)
 		switch {
 		case errors.Is(err, ErrUnknownAccount):
 			w.Header().Set("Content-Type", "application/problem+json")

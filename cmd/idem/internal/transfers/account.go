@@ -35,6 +35,16 @@ func validAccountID(id string) bool {
 
 const invalidIDDetail = "an account id is 1 to 64 ASCII letters, digits and - _ . : @"
 
+// ValidAccountID reports whether id can name an account (see
+// validAccountID), for the read models of the ledger's events.
+func ValidAccountID(id string) bool { return validAccountID(id) }
+
+// InvalidAccountID answers 400 with the ledger's invalid-account-id
+// problem.
+func InvalidAccountID(w http.ResponseWriter) {
+	problem(w, http.StatusBadRequest, "invalid-account-id", "Invalid account id", invalidIDDetail)
+}
+
 // pathAccount returns the account id in r's path, or answers 400.
 func pathAccount(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
