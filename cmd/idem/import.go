@@ -150,6 +150,9 @@ func (c *importCommand) run(ctx context.Context, o *importOptions) error {
 	// A ledger whose transfers idem serve -publish announces gets the
 	// events of the rows too, staged in each row's transaction, for its
 	// relay (or idem relay) to publish.
+	if err := b.ledger.Migrate(ctx); err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
 	announced, err := b.ledger.Announced(ctx)
 	if err != nil {
 		return fmt.Errorf("import: %w", err)

@@ -32,11 +32,9 @@ func (db *Database) migrateSettings(ctx context.Context) error {
 }
 
 // SetAnnounced records whether the ledger's transfers are announced (idem
-// serve -publish), for Announced.
+// serve -publish), for Announced. The ledger must be migrated (New,
+// Migrate).
 func (db *Database) SetAnnounced(ctx context.Context, on bool) error {
-	if err := db.migrateSettings(ctx); err != nil {
-		return err
-	}
 	val := "off"
 	if on {
 		val = "on"
@@ -48,11 +46,9 @@ func (db *Database) SetAnnounced(ctx context.Context, on bool) error {
 }
 
 // Announced reports whether the last SetAnnounced said the ledger's
-// transfers are announced; false if it never ran.
+// transfers are announced; false if it never ran. The ledger must be
+// migrated (New, Migrate).
 func (db *Database) Announced(ctx context.Context) (bool, error) {
-	if err := db.migrateSettings(ctx); err != nil {
-		return false, err
-	}
 	var val string
 	err := db.pool.queryRow(ctx, getSetting, announcedSetting).Scan(&val)
 	if errors.Is(err, errNoRows) {

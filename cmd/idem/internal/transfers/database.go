@@ -173,6 +173,9 @@ CREATE TABLE IF NOT EXISTS payouts (
 // migration lock ("idem-mig"), which its own migrations take.
 const migrationLockID int64 = 0x7472616e73666572
 
+// Migrate brings the ledger to the current schema, as New does.
+func (db *Database) Migrate(ctx context.Context) error { return db.migrate(ctx) }
+
 // migrate brings a ledger to the current schema in one transaction, which
 // first takes the ledger's migration lock (Database.migrationLock), so
 // that replicas started together on a new database migrate one at a time
