@@ -20,10 +20,10 @@ type RelayConfig struct {
 	PollInterval time.Duration
 	// MaxAttempts is how many refusals of a message (errors matching
 	// ErrRefused) park it. Defaults to 10. A claim whose every message
-	// was refused is followed by the backoff of MaxBackoff, so that a
-	// broker refusing everything (a missing stream or binding) parks a
-	// message after about 16 seconds with the defaults, not within
-	// milliseconds.
+	// was refused is followed by a backoff (from 50 ms, doubling up to 1
+	// second or MaxBackoff), so that a broker refusing everything (a
+	// missing stream or binding) parks a message after about 6 seconds
+	// with the defaults, not within milliseconds.
 	MaxAttempts int
 	// Retention is how long a sent message is kept before a sweep deletes
 	// it. Defaults to 24 hours. Negative: never swept.
@@ -53,6 +53,7 @@ const (
 	DefaultMaxBackoff     = 5 * time.Second
 	DefaultPublishTimeout = 30 * time.Second
 	minBackoff            = 50 * time.Millisecond
+	maxRefusalBackoff     = time.Second
 	sweepBatch            = 1000
 )
 
@@ -177,9 +178,9 @@ func (r *Relay) Run(ctx context.Context) error {
 			// The broker refused every message of the claim: most
 			// likely it is misconfigured (a stream or a binding
 			// missing), not the messages. Retrying at once would
-			// spend their attempts in a few milliseconds and park
-			// them all; the backoff gives the operator time.
-			backoff = min(max(2*backoff, minBackoff), r.cfg.MaxBackoff)
+			// hammer it and spend their attempts in a few
+			// milliseconds; the backoff spreads them over seconds.
+			backoff = min(max(2*backoff, minBackoff), r.cfg.MaxBackoff, maxRefusalBackoff)
 			r.cfg.Logger.WarnContext(ctx, "outbox: the broker refused every message of the batch; backing off", "messages", n, "wait", backoff)
 			sleep(ctx, backoff)
 			continue
