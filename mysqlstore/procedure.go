@@ -115,11 +115,16 @@ func (s *Store) createProcedures(ctx context.Context, conn *sql.Conn) error {
 // with the bodies this code calls, and the account may see them. A
 // routine of yours that bears the name is left alone, and so is one of
 // the store's with another body: each body's COMMENT names it exactly.
+// Routine names compare case- and accent-insensitively, table names byte
+// for byte: the procedures of a table `Orders` also answer to
+// `orders_begin`, and CREATE PROCEDURE IF NOT EXISTS skips that name. The
+// names are compared as bytes here (BINARY), so a store on `orders` does
+// not call `Orders`'s procedures: it runs its statements one by one.
 func (s *Store) hasProcedures(ctx context.Context) (bool, error) {
 	var n int
 	err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = "+hexLit(s.cfg.Database)+
-		" AND ROUTINE_TYPE = 'PROCEDURE' AND ((ROUTINE_NAME = "+hexLit(s.cfg.Table+beginSuffix)+" AND ROUTINE_COMMENT = "+hexLit(beginComment)+
-		") OR (ROUTINE_NAME = "+hexLit(s.cfg.Table+commitSuffix)+" AND ROUTINE_COMMENT = "+hexLit(commitComment)+"))").Scan(&n)
+		" AND ROUTINE_TYPE = 'PROCEDURE' AND ((BINARY ROUTINE_NAME = BINARY "+hexLit(s.cfg.Table+beginSuffix)+" AND ROUTINE_COMMENT = "+hexLit(beginComment)+
+		") OR (BINARY ROUTINE_NAME = BINARY "+hexLit(s.cfg.Table+commitSuffix)+" AND ROUTINE_COMMENT = "+hexLit(commitComment)+"))").Scan(&n)
 	return n == 2, err
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -350,6 +351,9 @@ func TestSessionsThatDoNotCommitAreRefused(t *testing.T) {
 	for _, tt := range []struct{ param, value, want string }{
 		{"autocommit", "0", "autocommit=0"},
 		{"completion_type", "'CHAIN'", "completion_type=CHAIN"},
+		// Without a strict mode, headers too long for their column are
+		// cut short and committed: a record that cannot be read back.
+		{"sql_mode", "''", "neither STRICT_TRANS_TABLES nor STRICT_ALL_TABLES"},
 	} {
 		t.Run(tt.param, func(t *testing.T) {
 			bad := withParam(t, dsn, tt.param, tt.value)
@@ -398,5 +402,46 @@ func TestProcedureBodiesArePinned(t *testing.T) {
 	const want = "de0b3891c7da30cd89cf0af570527635d07efb9e225a47e06dbe472ea8595a48"
 	if got := hex.EncodeToString(sum[:]); got != want {
 		t.Errorf("the procedures' CREATE statements have digest %s, want %s: a body that changes gets new names and comments (procedure.go)", got, want)
+	}
+}
+
+// Routine names compare case- and accent-insensitively, table names byte
+// for byte: the procedures of the table `Orders` also answer to
+// orders_begin. A store on `orders` must not call them (they read and
+// write `Orders`: it would replay the other store's records); it runs its
+// statements one by one.
+func TestStoresWhoseTablesDifferInCaseKeepTheirRecordsApart(t *testing.T) {
+	mysqltest.Require(t)
+	ctx := context.Background()
+	for _, pair := range [][2]string{{"Orders", "orders"}, {"café", "cafe"}} {
+		t.Run(pair[1], func(t *testing.T) {
+			_, dsn := mysqltest.Database(t)
+			first := open(t, dsn, &mysqlstore.Config{Table: pair[0]})
+			second := open(t, dsn, &mysqlstore.Config{Table: pair[1]})
+			if got := mysqlstore.Path(first); got != "deferred" {
+				t.Fatalf("the store on %q runs %s, want its procedures", pair[0], got)
+			}
+			if got := mysqlstore.Path(second); got != "statements" {
+				t.Errorf("the store on %q runs %s, want its statements: the procedures of that name are %q's", pair[1], got, pair[0])
+			}
+			now := time.Now()
+			for _, s := range []*mysqlstore.Store{first, second} {
+				rec, tx, err := s.Begin(ctx, &idem.BeginParams{Scope: "s", Key: "k1", Now: now})
+				if err != nil || rec != nil || tx == nil {
+					t.Fatalf("Begin on %s: %v, %+v: want a new key, not another store's record", s.Table(), err, rec)
+				}
+				err = tx.Commit(ctx, &idem.CommitParams{Now: now, Record: &idem.Record{Scope: "s", Key: "k1", State: idem.StateCompleted,
+					Result: idem.Result{Status: 200, Body: []byte("of " + s.Table())}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, s := range []*mysqlstore.Store{first, second} {
+				rec, err := s.Lookup(ctx, &idem.LookupParams{Scope: "s", Key: "k1"})
+				if err != nil || rec == nil || string(rec.Result.Body) != "of "+s.Table() {
+					t.Errorf("Lookup on %s: %v, %+v", s.Table(), err, rec)
+				}
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -58,8 +59,9 @@ func New(ctx context.Context, db *sql.DB, cfg *Config) (*Store, error) {
 		name       sql.NullString
 		autocommit int
 		completion string
+		sqlMode    string
 	)
-	if err := db.QueryRowContext(ctx, "SELECT DATABASE(), @@SESSION.autocommit, @@SESSION.completion_type").Scan(&name, &autocommit, &completion); err != nil {
+	if err := db.QueryRowContext(ctx, "SELECT DATABASE(), @@SESSION.autocommit, @@SESSION.completion_type, @@SESSION.sql_mode").Scan(&name, &autocommit, &completion, &sqlMode); err != nil {
 		return nil, unavailable("new: current database", err)
 	}
 	// The store's single statements (the sweeper's DELETE, an outbox
@@ -70,6 +72,12 @@ func New(ctx context.Context, db *sql.DB, cfg *Config) (*Store, error) {
 	// on the pooled connection.
 	if autocommit != 1 {
 		return nil, errors.New("mysqlstore: the connections run with autocommit=0 (the DSN, or init_connect); the store needs autocommit=1: its single statements must commit on their own")
+	}
+	// Without a strict mode, a value too long for its column is cut
+	// short with a warning and committed: a record whose headers cannot
+	// be read back, after its effect committed.
+	if !strictMode(sqlMode) {
+		return nil, fmt.Errorf("mysqlstore: the connections run with sql_mode=%q, which has neither STRICT_TRANS_TABLES nor STRICT_ALL_TABLES; the store needs a strict mode: a value too long for its column must fail, not be cut short and committed", sqlMode)
 	}
 	if completion != "NO_CHAIN" {
 		return nil, fmt.Errorf("mysqlstore: the connections run with completion_type=%s; the store needs NO_CHAIN (0): a COMMIT must end its transaction", completion)
@@ -502,4 +510,15 @@ func ctxCause(ctx context.Context, err error) error {
 		return fmt.Errorf("%w (%w)", context.Cause(ctx), err)
 	}
 	return err
+}
+
+// strictMode reports whether the sql_mode mode makes InnoDB refuse a value
+// too long for its column.
+func strictMode(mode string) bool {
+	for _, m := range strings.Split(mode, ",") {
+		if m == "STRICT_TRANS_TABLES" || m == "STRICT_ALL_TABLES" {
+			return true
+		}
+	}
+	return false
 }

@@ -38,8 +38,12 @@ var _ idem.Tx = (*Tx)(nil)
 // return an error from the work to roll back. A work that ends the
 // transaction makes the commit fail with an error matching
 // idem.ErrUnavailable, and nothing is recorded; if it committed, its
-// effect is then committed without a record. Savepoints of the work's own
-// are fine. Once Guard.Do has returned, the *sql.Tx answers sql.ErrTxDone.
+// effect is then committed without a record. A deadlock (error 1213) ends
+// the transaction too: InnoDB rolls it back whole, and a statement sent
+// after it commits on its own, outside the record's transaction. Return
+// that error from the work; never retry a statement inside it
+// (docs/MYSQL.md). Savepoints of the work's own are fine. Once Guard.Do
+// has returned, the *sql.Tx answers sql.ErrTxDone.
 func TxFrom(ctx context.Context) (*sql.Tx, bool) {
 	tx, ok := idem.TxFrom(ctx)
 	if !ok {
