@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 )
 
 // database/sql begins a transaction with a round trip of its own (START
@@ -24,7 +25,7 @@ func (c deferredConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &deferredConn{conn}, nil
+	return &deferredConn{Conn: conn}, nil
 }
 
 // deferredTx is the state of one transaction that Begin's CALL begins.
@@ -46,6 +47,7 @@ func withDeferredTx(ctx context.Context, d *deferredTx) context.Context {
 // Commit ends the *sql.Tx; it sends COMMIT only when no CALL committed a
 // transaction that may be open.
 func (d *deferredTx) Commit() error {
+	d.conn.endTx()
 	if d.committed || !d.open {
 		return nil
 	}
@@ -55,6 +57,7 @@ func (d *deferredTx) Commit() error {
 // Rollback ends the *sql.Tx; it sends ROLLBACK when a transaction may be
 // open.
 func (d *deferredTx) Rollback() error {
+	d.conn.endTx()
 	if d.committed || !d.open {
 		return nil
 	}
@@ -62,8 +65,99 @@ func (d *deferredTx) Rollback() error {
 }
 
 // deferredConn is go-sql-driver's connection with a BeginTx that defers to
-// the store when asked. Every other method is the driver's.
-type deferredConn struct{ driver.Conn }
+// the store when asked, and that refuses the statements of a transaction
+// after a deadlock (see aborted). Every other method is the driver's.
+type deferredConn struct {
+	driver.Conn
+
+	// inTx: a transaction begun by BeginTx has not ended. aborted: a
+	// statement of it failed with a deadlock (error 1213), after which
+	// InnoDB has rolled the whole transaction back and the session is
+	// in autocommit again: a statement sent now would commit on its
+	// own, outside the transaction, so it is refused (as PostgreSQL
+	// refuses the statements of an aborted transaction) until the
+	// transaction's Commit or Rollback. A connection is used by one
+	// goroutine at a time.
+	inTx    bool
+	aborted error
+}
+
+// errAborted is what a statement of a transaction that a deadlock rolled
+// back gets instead of running.
+var errAborted = errors.New("mysqlstore: the transaction was rolled back by a deadlock (error 1213); its statements are refused until it ends: return the error from the work, do not retry a statement inside it")
+
+func (c *deferredConn) endTx() { c.inTx, c.aborted = false, nil }
+
+// check refuses a statement of an aborted transaction.
+func (c *deferredConn) check() error {
+	if c.aborted != nil {
+		return fmt.Errorf("%w (after: %w)", errAborted, c.aborted)
+	}
+	return nil
+}
+
+// seen notes err, a statement's error: a deadlock in a transaction aborts
+// it.
+func (c *deferredConn) seen(err error) {
+	if c.inTx && c.aborted == nil && isErr(err, errLockDeadlock) {
+		c.aborted = err
+	}
+}
+
+// driverTx is a transaction of go-sql-driver's own on a deferredConn.
+type driverTx struct {
+	driver.Tx
+	c *deferredConn
+}
+
+func (t driverTx) Commit() error   { t.c.endTx(); return t.Tx.Commit() }
+func (t driverTx) Rollback() error { t.c.endTx(); return t.Tx.Rollback() }
+
+// abortStmt is a prepared statement of a deferredConn: its executions are
+// checked and seen as the connection's statements are.
+type abortStmt struct {
+	driver.Stmt
+	c *deferredConn
+}
+
+var (
+	_ driver.StmtExecContext   = abortStmt{}
+	_ driver.StmtQueryContext  = abortStmt{}
+	_ driver.NamedValueChecker = abortStmt{}
+)
+
+func (s abortStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	if err := s.c.check(); err != nil {
+		return nil, err
+	}
+	e, ok := s.Stmt.(driver.StmtExecContext)
+	if !ok {
+		return nil, errors.New("mysqlstore: the driver's statement has no ExecContext")
+	}
+	r, err := e.ExecContext(ctx, args)
+	s.c.seen(err)
+	return r, err
+}
+
+func (s abortStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	if err := s.c.check(); err != nil {
+		return nil, err
+	}
+	q, ok := s.Stmt.(driver.StmtQueryContext)
+	if !ok {
+		return nil, errors.New("mysqlstore: the driver's statement has no QueryContext")
+	}
+	r, err := q.QueryContext(ctx, args)
+	s.c.seen(err)
+	return r, err
+}
+
+func (s abortStmt) CheckNamedValue(nv *driver.NamedValue) error {
+	if n, ok := s.Stmt.(driver.NamedValueChecker); ok {
+		return n.CheckNamedValue(nv)
+	}
+	return s.c.CheckNamedValue(nv)
+}
 
 var (
 	_ driver.ConnBeginTx        = (*deferredConn)(nil)
@@ -79,27 +173,50 @@ var (
 var errNoBeginTx = errors.New("mysqlstore: the driver's connection has no BeginTx")
 
 func (c *deferredConn) exec(query string) error {
-	_, err := c.ExecContext(context.Background(), query, nil)
+	e, ok := c.Conn.(driver.ExecerContext)
+	if !ok {
+		return errors.New("mysqlstore: the driver's connection has no ExecContext")
+	}
+	_, err := e.ExecContext(context.Background(), query, nil)
 	return err
 }
 
 func (c *deferredConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	if d, ok := ctx.Value(deferredKey{}).(*deferredTx); ok && opts == (driver.TxOptions{}) {
 		d.conn, d.open = c, true
+		c.inTx, c.aborted = true, nil
 		return d, nil
 	}
 	b, ok := c.Conn.(driver.ConnBeginTx)
 	if !ok {
 		return nil, errNoBeginTx
 	}
-	return b.BeginTx(ctx, opts)
+	tx, err := b.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	c.inTx, c.aborted = true, nil
+	return driverTx{tx, c}, nil
 }
 
 func (c *deferredConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	if p, ok := c.Conn.(driver.ConnPrepareContext); ok {
-		return p.PrepareContext(ctx, query)
+	if err := c.check(); err != nil {
+		return nil, err
 	}
-	return c.Conn.Prepare(query)
+	var (
+		st  driver.Stmt
+		err error
+	)
+	if p, ok := c.Conn.(driver.ConnPrepareContext); ok {
+		st, err = p.PrepareContext(ctx, query)
+	} else {
+		st, err = c.Conn.Prepare(query)
+	}
+	c.seen(err)
+	if err != nil {
+		return nil, err
+	}
+	return abortStmt{st, c}, nil
 }
 
 func (c *deferredConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
@@ -107,7 +224,12 @@ func (c *deferredConn) ExecContext(ctx context.Context, query string, args []dri
 	if !ok {
 		return nil, driver.ErrSkip
 	}
-	return e.ExecContext(ctx, query, args)
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	r, err := e.ExecContext(ctx, query, args)
+	c.seen(err)
+	return r, err
 }
 
 func (c *deferredConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
@@ -115,7 +237,12 @@ func (c *deferredConn) QueryContext(ctx context.Context, query string, args []dr
 	if !ok {
 		return nil, driver.ErrSkip
 	}
-	return q.QueryContext(ctx, query, args)
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	r, err := q.QueryContext(ctx, query, args)
+	c.seen(err)
+	return r, err
 }
 
 func (c *deferredConn) Ping(ctx context.Context) error {

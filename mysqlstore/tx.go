@@ -39,11 +39,13 @@ var _ idem.Tx = (*Tx)(nil)
 // transaction makes the commit fail with an error matching
 // idem.ErrUnavailable, and nothing is recorded; if it committed, its
 // effect is then committed without a record. A deadlock (error 1213) ends
-// the transaction too: InnoDB rolls it back whole, and a statement sent
-// after it commits on its own, outside the record's transaction. Return
-// that error from the work; never retry a statement inside it
-// (docs/MYSQL.md). Savepoints of the work's own are fine. Once Guard.Do
-// has returned, the *sql.Tx answers sql.ErrTxDone.
+// the transaction too: InnoDB rolls it back whole. On Open's connections
+// the store then refuses the transaction's later statements; on a
+// *sql.DB given to New, a statement sent after it commits on its own,
+// outside the record's transaction. Return that error from the work;
+// never retry a statement inside it (docs/MYSQL.md). Savepoints of the
+// work's own are fine. Once Guard.Do has returned, the *sql.Tx answers
+// sql.ErrTxDone.
 func TxFrom(ctx context.Context) (*sql.Tx, bool) {
 	tx, ok := idem.TxFrom(ctx)
 	if !ok {
