@@ -163,7 +163,9 @@ func (s *Store) Close() error {
 	return err
 }
 
-// DB returns the database the store uses.
+// DB returns the database the store uses. On the connections Open makes,
+// a transaction that a deadlock rolled back refuses its later statements
+// until its Commit or Rollback (docs/MYSQL.md).
 func (s *Store) DB() *sql.DB { return s.db }
 
 // Database returns the database that holds the store's tables.
