@@ -260,6 +260,9 @@ func (c *deferredConn) CheckNamedValue(nv *driver.NamedValue) error {
 }
 
 func (c *deferredConn) ResetSession(ctx context.Context) error {
+	// database/sql ends a transaction before it reuses the connection;
+	// a connection back in the pool holds none.
+	c.endTx()
 	if r, ok := c.Conn.(driver.SessionResetter); ok {
 		return r.ResetSession(ctx)
 	}
