@@ -129,10 +129,8 @@ func (c *importCommand) run(ctx context.Context, o *importOptions) error {
 		return fmt.Errorf("import: %s: %d malformed line(s); nothing was applied (a file is applied whole or not at all: see docs/BATCHES.md)", file, len(bad))
 	}
 
-	if !isSQLServer(o.db) {
-		if _, err := os.Stat(o.db); err != nil {
-			return fmt.Errorf("import: no database there (%w); give the -db that idem serve uses", err)
-		}
+	if err := sqliteExists("import", o.db); err != nil {
+		return err
 	}
 	opts := backendOptions{lockedHint: "SQLite is one process per file: stop idem serve, or import into PostgreSQL where both run at once; nothing was applied"}
 	if isSQLServer(o.db) {

@@ -168,7 +168,6 @@ func (c *outboxCommand) show(ctx context.Context, src outbox.Source, o *outboxOp
 // unpark makes the parked messages of -unpark pending again. It fails if
 // one of the ids named is not a parked message (the others are unparked).
 func (c *outboxCommand) unpark(ctx context.Context, src outbox.Source, o *outboxOptions) error {
-	var ids []string
 	if o.unpark == "all" {
 		// Page through the parked messages until none is left, at most
 		// one pass over what was parked when it started.
@@ -179,10 +178,10 @@ func (c *outboxCommand) unpark(ctx context.Context, src outbox.Source, o *outbox
 		done := 0
 		for int64(done) < bl.Parked {
 			page, err := src.Parked(ctx, 1000)
-			if err != nil || len(page) == 0 {
-				if err != nil {
-					return fmt.Errorf("outbox: %d unparked, then: %w", done, err)
-				}
+			if err != nil {
+				return fmt.Errorf("outbox: %d unparked, then: %w", done, err)
+			}
+			if len(page) == 0 {
 				break
 			}
 			for _, p := range page {
@@ -195,9 +194,8 @@ func (c *outboxCommand) unpark(ctx context.Context, src outbox.Source, o *outbox
 		fmt.Fprintf(c.Stdout, "unparked %d message(s)\n", done)
 		return nil
 	}
-	ids = strings.Split(o.unpark, ",")
 	done, missing := 0, []string{}
-	for _, id := range ids {
+	for _, id := range strings.Split(o.unpark, ",") {
 		ok, err := src.Unpark(ctx, id)
 		if err != nil {
 			return fmt.Errorf("outbox: %d unparked, then %s: %w", done, id, err)

@@ -110,7 +110,7 @@ func eventPublisher(ctx context.Context, raw string, n eventNames, log *slog.Log
 		}
 		return p, func() { _ = nc.FlushTimeout(2 * time.Second); nc.Close() }, nil
 	}
-	if err := probeAMQP(ctx, raw, log); err != nil {
+	if err := probeAMQP(raw, log); err != nil {
 		return nil, nil, err
 	}
 	p, err := amqpoutbox.New(&amqpoutbox.Config{
@@ -129,7 +129,7 @@ func eventPublisher(ctx context.Context, raw string, n eventNames, log *slog.Log
 // probeAMQP connects to RabbitMQ once: a refusal of the credentials or of
 // the virtual host is returned; a broker that cannot be reached is logged,
 // and nil returned (amqpoutbox connects on each publish).
-func probeAMQP(ctx context.Context, raw string, log *slog.Logger) error {
+func probeAMQP(raw string, log *slog.Logger) error {
 	conn, err := amqp.DialConfig(raw, amqp.Config{
 		Properties: amqp.Table{"connection_name": "idem relay (probe)"},
 		Dial:       amqp.DefaultDial(natsSetupTimeout / 2),
